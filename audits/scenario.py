@@ -1,0 +1,146 @@
+"""Scenario files: the pydantic models, built from the registries, and loading.
+
+Each registered mechanism, population and attack is a dataclass whose fields
+carry their constraints (``Annotated[float, Gt(0)]``); its scenario model is
+derived from those fields, so a new mechanism needs no schema code here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, model_validator
+
+from attacks import ATTACKS
+from mechanisms import MECHANISMS
+from simulator.churn import Churn
+from simulator.population import POPULATIONS
+
+from .yamlio import ScenarioError, format_validation_error, load_yaml
+
+STRICT = ConfigDict(extra="forbid")
+
+
+def _dataclass_fields(cls: type) -> dict[str, tuple[Any, Any]]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields: dict[str, tuple[Any, Any]] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name.startswith("_"):
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=f.default_factory)
+        else:
+            default = ...
+        fields[f.name] = (hints[f.name], default)
+    return fields
+
+
+def _builds(cls: type):
+    """An after-validator that constructs ``cls`` so its own checks run at load time."""
+
+    def check(model: BaseModel, info: ValidationInfo) -> BaseModel:
+        cls(**_params(model, info.context))
+        return model
+
+    return model_validator(mode="after")(check)
+
+
+def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
+    params = {k: getattr(model, k) for k in model.model_fields if k != "kind"}
+    base = (context or {}).get("base_dir")
+    if "path" in params and base is not None:
+        params["path"] = Path(base) / params["path"]
+    return params
+
+
+def _kind_model(kind: str, cls: type, suffix: str) -> type[BaseModel]:
+    return create_model(
+        f"{cls.__name__}{suffix}",
+        __config__=STRICT,
+        __validators__={"builds": _builds(cls)},
+        kind=(Literal[kind], ...),
+        **_dataclass_fields(cls),
+    )
+
+
+def _union(registry: dict[str, type], suffix: str):
+    models = tuple(_kind_model(kind, cls, suffix) for kind, cls in registry.items())
+    return Annotated[Union[models], Field(discriminator="kind")]
+
+
+MechanismConfig = _union(MECHANISMS, "Config")
+PopulationConfig = _union(POPULATIONS, "Config")
+AttackConfig = _union(ATTACKS, "Config")
+ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"builds": _builds(Churn)},
+                           **_dataclass_fields(Churn))
+
+
+class AuditConfig(BaseModel):
+    """How the audit runs: trials per world, confidence, threshold choice."""
+
+    model_config = STRICT
+    trials: int = Field(200_000, ge=100, description="trials per neighbouring world")
+    alpha: float = Field(0.05, gt=0, lt=1, description="1 - confidence of the epsilon bound")
+    threshold: Literal["split"] = "split"
+    selection_fraction: float = Field(0.5, gt=0, lt=1)
+    block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
+    target_candidates: int = Field(64, ge=1)
+
+
+class ExecutorConfig(BaseModel):
+    """Where trial blocks run: in this process, a local process pool, or Dask."""
+
+    model_config = STRICT
+    kind: Literal["serial", "processes", "dask"] = "serial"
+    workers: int = Field(2, ge=1)
+    address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
+
+
+class Scenario(BaseModel):
+    """A whole run: the world, the mechanism, the adversary and the audit."""
+
+    model_config = STRICT
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = Field(ge=0)
+    population: PopulationConfig
+    churn: ChurnConfig = Field(default_factory=lambda: ChurnConfig())
+    mechanism: MechanismConfig
+    attack: AttackConfig = Field(default_factory=lambda: {"kind": "likelihood_ratio"}, validate_default=True)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    def fingerprint(self) -> str:
+        """A hash of everything that determines the results (not the executor)."""
+        data = self.model_dump(mode="json", exclude={"executor", "description"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build(config: BaseModel, registry: dict[str, type], base_dir: Path | None = None):
+    """Instantiate the registered class a ``kind:`` block names."""
+    return registry[config.kind](**_params(config, {"base_dir": base_dir}))
+
+
+def build_churn(config: BaseModel) -> Churn:
+    return Churn(**_params(config))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load and validate a scenario; every problem raises one ScenarioError listing all of them."""
+    path = Path(path)
+    data, lines = load_yaml(path)
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(str(path), exc, lines, Scenario)) from None
+    scenario._base_dir = path.parent
+    return scenario
+
+
+Scenario.model_rebuild()

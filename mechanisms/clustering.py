@@ -1,0 +1,70 @@
+"""Clustering helpers the servers use to turn item statistics into item clusters."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
+    """Exact 1-D k-means (dynamic programming over sorted values).
+
+    Returns labels ``0..k-1`` ordered by cluster mean. Deterministic: the
+    optimum of the within-cluster sum of squares, found in O(k n^2) numpy work.
+    """
+    values = np.asarray(values, dtype=float)
+    n = values.size
+    k = max(1, min(k, n))
+    order = np.argsort(values, kind="stable")
+    x = values[order]
+    s1 = np.concatenate([[0.0], np.cumsum(x)])
+    s2 = np.concatenate([[0.0], np.cumsum(x * x)])
+
+    # cost[i, j]: squared error of one cluster holding x[i:j] (i < j)
+    i = np.arange(n + 1)[:, None]
+    j = np.arange(n + 1)[None, :]
+    size = np.maximum(j - i, 1)
+    cost = (s2[j] - s2[i]) - (s1[j] - s1[i]) ** 2 / size
+    cost = np.where(j > i, np.maximum(cost, 0.0), np.inf)
+
+    best = cost[0].copy()  # best[j]: one cluster covering x[:j]
+    cuts = np.zeros((k, n + 1), dtype=np.int64)
+    for layer in range(1, k):
+        total = best[:, None] + cost  # split x[:j] into x[:i] (layer clusters) + x[i:j]
+        cuts[layer] = np.argmin(total, axis=0)
+        best = total[cuts[layer], np.arange(n + 1)]
+
+    sorted_labels = np.empty(n, dtype=np.int64)
+    end = n
+    for layer in range(k - 1, -1, -1):
+        start = cuts[layer, end] if layer > 0 else 0
+        sorted_labels[start:end] = layer
+        end = start
+    labels = np.empty(n, dtype=np.int64)
+    labels[order] = sorted_labels
+    return labels
+
+
+def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, restarts: int = 10, iterations: int = 100) -> np.ndarray:
+    """Lloyd's k-means with k-means++ seeding and restarts; returns labels."""
+    points = np.asarray(points, dtype=float)
+    if points.ndim == 1:
+        points = points[:, None]
+    n = points.shape[0]
+    best_labels, best_cost = np.zeros(n, dtype=np.int64), np.inf
+    for _ in range(restarts):
+        centres = points[[rng.integers(n)]]
+        for _ in range(1, k):
+            d2 = ((points[:, None, :] - centres[None]) ** 2).sum(-1).min(1)
+            total = d2.sum()
+            nxt = rng.integers(n) if total <= 0 else rng.choice(n, p=d2 / total)
+            centres = np.vstack([centres, points[nxt]])
+        for _ in range(iterations):
+            d2 = ((points[:, None, :] - centres[None]) ** 2).sum(-1)
+            labels = d2.argmin(1)
+            new = np.array([points[labels == c].mean(0) if np.any(labels == c) else centres[c] for c in range(k)])
+            if np.allclose(new, centres):
+                break
+            centres = new
+        cost = d2[np.arange(n), labels].sum()
+        if cost < best_cost:
+            best_cost, best_labels = cost, labels
+    return best_labels
