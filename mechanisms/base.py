@@ -103,8 +103,14 @@ class LocalMechanism(ABC):
         """The promise, derived from the mechanism's parameters."""
 
     @abstractmethod
-    def make_queries(self, n_users: int, rng: np.random.Generator, state: Any) -> Any:
-        """Public queries for ``n_users`` users (may depend on the server's state)."""
+    def make_queries(self, n_users: int, rng: np.random.Generator, state: Any,
+                     rated: np.ndarray | None = None) -> Any:
+        """Public queries for ``n_users`` users.
+
+        Queries may depend on the server's state (adaptive protocols) and, for
+        mechanisms that treat the rated set as public, on the users' ``rated``
+        masks (always passed by the simulator; ignore it otherwise).
+        """
 
     @abstractmethod
     def sketch(self, users: UserBatch, queries: Any) -> np.ndarray:

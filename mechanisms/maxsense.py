@@ -50,7 +50,8 @@ class MaxSense(LocalMechanism):
         p = min(1.0, self.theta / world.ratings_per_user)
         return MaxSenseState(world, p, np.zeros(world.n_items))
 
-    def make_queries(self, n_users: int, rng: np.random.Generator, state: MaxSenseState) -> np.ndarray:
+    def make_queries(self, n_users: int, rng: np.random.Generator, state: MaxSenseState,
+                     rated: np.ndarray | None = None) -> np.ndarray:
         return rng.random((n_users, state.world.n_items)) < state.sensing_probability
 
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:

@@ -113,7 +113,7 @@ class _Run:
 
     def _ask(self, batch: slice, now: float) -> None:
         rows = self.active_rows.take(batch)
-        queries = self.mechanism.make_queries(len(rows), self.rng_queries, self.state)
+        queries = self.mechanism.make_queries(len(rows), self.rng_queries, self.state, rows.rated)
         messages = self.mechanism.release(self.mechanism.sketch(rows, queries), self.rng_randomizer)
         self.state = self.mechanism.aggregate(self.state, queries, messages)
         self.active_answered[batch] += 1

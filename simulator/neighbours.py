@@ -52,7 +52,7 @@ def local_target_pair(population, catalogue: Catalogue, mechanism: LocalMechanis
     world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
     state = mechanism.init_state(world)
     _, users = population.sample_users(candidates, catalogue, rng)
-    queries = [mechanism.make_queries(candidates, rng, state) for _ in range(queries_per_user)]
+    queries = [mechanism.make_queries(candidates, rng, state, users.rated) for _ in range(queries_per_user)]
     none = UserBatch(users.rated, np.zeros_like(users.liked))
     every = UserBatch(users.rated, users.rated.copy())
     s0 = np.concatenate([mechanism.sketch(none, q) for q in queries], axis=1)
