@@ -52,7 +52,7 @@ def _builds(cls: type):
 
 
 def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
-    params = {k: getattr(model, k) for k in model.model_fields if k != "kind"}
+    params = {k: getattr(model, k) for k in type(model).model_fields if k != "kind"}
     base = (context or {}).get("base_dir")
     if "path" in params and base is not None:
         params["path"] = Path(base) / params["path"]

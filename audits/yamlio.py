@@ -579,6 +579,8 @@ def format_validation_error(
         field = getattr((err.get("ctx") or {}).get("error"), "field", None)
         if isinstance(field, str):
             raw_loc += (field,)
+        if err.get("type") == "union_tag_invalid":  # point at the `kind:` line itself
+            raw_loc += (str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'\""),)
         loc = _clean_loc(raw_loc, line_map, err.get("type", ""))
         allowed = None
         if err.get("type") == "extra_forbidden" and model_cls is not None:

@@ -9,10 +9,16 @@ so that events at equal times run in the same order every run:
 * queries: at every tick the server sends one query to each present user that
   has answered fewer than ``queries_per_user`` queries; users who arrive and
   leave between two ticks are never asked (churn costs data);
-* releases: every ``release_interval`` the server publishes its estimate.
+* releases: at the first tick at or after each multiple of ``release_interval``,
+  after that tick's queries, the server publishes its estimate.
+
+Tick times are computed as ``k * query_interval`` (not accumulated), so the
+processes meet at exactly equal times.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -78,8 +84,8 @@ class _Run:
 
     def arrivals(self, env: simpy.Environment):
         dt = self.churn.query_interval
-        while True:
-            yield env.timeout(dt)
+        for tick in itertools.count(1):
+            yield env.timeout(tick * dt - env.now)
             n = int(self.rng_churn.poisson(self.churn.arrival_rate * dt))
             times = np.sort(env.now - dt + dt * self.rng_churn.random(n))
             departure = times + self.rng_churn.exponential(self.churn.mean_lifetime, n)
@@ -97,8 +103,8 @@ class _Run:
                                          np.concatenate([self.active_rows.liked, rows.liked[stays]]))
 
     def queries(self, env: simpy.Environment):
-        while True:
-            yield env.timeout(self.churn.query_interval)
+        for tick in itertools.count(1):
+            yield env.timeout(tick * self.churn.query_interval - env.now)
             keep = self.active_departure > env.now
             self._keep_active(keep)
             for start in range(0, self.active_id.size, self.churn.batch_size):
@@ -120,8 +126,12 @@ class _Run:
         self.answers.append((now, self.active_id[batch].copy(), messages))
 
     def releases_process(self, env: simpy.Environment):
-        while True:
-            yield env.timeout(self.churn.release_interval)
+        dt = self.churn.query_interval
+        for k in itertools.count(1):
+            tick = math.ceil(k * self.churn.release_interval / dt - 1e-9)
+            yield env.timeout(tick * dt - env.now)
+            # a zero delay puts the release after every event already due now (this tick's queries)
+            yield env.timeout(0)
             self.release(env.now)
 
     def release(self, now: float) -> None:

@@ -403,7 +403,7 @@ def test_wrong_kind_tag(tmp_path):
     msgs = errors_for(tmp_path, GOOD.replace("kind: maxsense", "kind: maxsens"))
     assert len(msgs) == 1
     assert msgs[0].endswith(
-        ":6: mechanism: unknown kind 'maxsens' (expected one of: 'maxsense', 'bits')"
+        ":7: mechanism.kind: unknown kind 'maxsens' (expected one of: 'maxsense', 'bits')"
     )
 
 

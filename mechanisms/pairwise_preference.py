@@ -1,0 +1,162 @@
+"""Pairwise-Preference: epsilon-local-DP item clustering in the information-rich regime.
+
+Banerjee, Hegde, Massoulié (seed 003), section 3.2 and Figure 1; see
+ALGORITHMS.md section A. Each user is asked about one public item pair
+``{i, j}`` (two distinct items uniformly at random, or two of the user's rated
+items when the rated set is treated as public), computes the one-bit sketch
+``S = liked[i] & liked[j]`` (both rated positively; unrated counts as 0) and
+releases it with the epsilon-DP bit mechanism. The server keeps the symmetric
+matrix ``A_ij = sum of released bits over users asked {i, j}`` (the paper's
+statistic), takes the ``L`` eigenvectors of ``A`` with largest |eigenvalue|,
+projects each row of ``A`` on them (``A V = V diag(lambda)``) and clusters
+the ``N x L`` profiles with k-means (``k = L``).
+
+Choice [D]: ``A`` holds raw sums of *released* bits, as in the paper, not
+per-pair de-biased averages. Pairs are asked uniformly, so the expected
+``A`` is ``n (c 11^T + tanh(eps/2) M)`` with ``n`` users per pair,
+``c = 1/(1+e^eps)`` and ``M_ij = P(both liked)``: block-constant over item
+clusters, so its top ``L`` eigenvectors span the cluster indicators and the
+de-biasing (an affine map, identical for all pairs) is not needed. The
+number of queries per pair is kept in the state (``pair_counts``) for
+diagnostics. The diagonal stays 0 (a pair has two distinct items).
+
+Privacy: one bit per user through epsilon-DP randomized response, so the
+protocol is epsilon-LDP for the user's likes. With ``public_rated_set`` the
+query depends on the user's rated set, which is then *declared public*: the
+claim covers the likes only (the audit's neighbours share the rated set).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import numpy as np
+from annotated_types import Ge, Gt
+
+from . import bit_release
+from .base import LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
+from .clustering import kmeans
+
+#: seed of the k-means generator inside ``estimate`` (fixed: estimates are deterministic)
+KMEANS_SEED = 20_140_301
+
+
+@dataclass
+class PairwiseState:
+    """Server state: symmetric sums of released bits and query counts per item pair."""
+
+    world: WorldInfo
+    counts: np.ndarray  # A: (N, N) float, symmetric, zero diagonal
+    pair_counts: np.ndarray  # queries per pair: (N, N) int64, symmetric
+    users_seen: int = 0
+    seed: int = KMEANS_SEED
+
+
+def random_pairs(n_users: int, n_items: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform unordered pairs of distinct items, as ``(i, j)`` with ``i < j``: shape (n_users, 2)."""
+    i = rng.integers(n_items, size=n_users)
+    j = rng.integers(n_items - 1, size=n_users)
+    j = j + (j >= i)
+    return np.sort(np.stack([i, j], axis=1), axis=1)
+
+
+def rated_pairs(rated: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Two distinct uniformly random rated items per user (``i < j``): shape (n_users, 2).
+
+    Users with fewer than two rated items get a uniformly random pair of items.
+    """
+    rated = np.asarray(rated, dtype=bool)
+    n_users, n_items = rated.shape
+    keys = rng.random((n_users, n_items)) + (~rated)  # rated items have keys in [0, 1), others [1, 2)
+    two = np.argpartition(keys, 1, axis=1)[:, :2]  # the two smallest keys: a uniform pair of rated items
+    pairs = np.sort(two, axis=1)
+    few = rated.sum(axis=1) < 2
+    if few.any():
+        pairs[few] = random_pairs(int(few.sum()), n_items, rng)
+    return pairs
+
+
+@dataclass
+class PairwisePreference(LocalMechanism):
+    """Pairwise-Preference with one item pair per user and epsilon-DP bit release."""
+
+    epsilon: Annotated[float, Gt(0)]
+    public_rated_set: bool = False
+    name: str = field(default="pairwise_preference", init=False, repr=False)
+
+    @property
+    def claim(self) -> PrivacyClaim:
+        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
+
+    @property
+    def randomizer_epsilon(self) -> float:
+        """The budget the randomizer actually spends on the sketch bit."""
+        return self.epsilon
+
+    def init_state(self, world: WorldInfo) -> PairwiseState:
+        n = world.n_items
+        return PairwiseState(world, np.zeros((n, n)), np.zeros((n, n), dtype=np.int64))
+
+    def make_queries(self, n_users: int, rng: np.random.Generator, state: PairwiseState,
+                     rated: np.ndarray | None = None) -> np.ndarray:
+        """Item pairs ``(i, j)``, ``i < j``, shape (n_users, 2).
+
+        With ``public_rated_set`` and ``rated`` given, two of each user's
+        rated items; without ``rated`` the pairs are uniform.
+        """
+        if self.public_rated_set and rated is not None:
+            return rated_pairs(rated, rng)
+        return random_pairs(n_users, state.world.n_items, rng)
+
+    def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
+        rows = np.arange(len(users))
+        return (users.liked[rows, queries[:, 0]] & users.liked[rows, queries[:, 1]])[:, None]
+
+    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return bit_release.randomized_response(sketches, self.randomizer_epsilon, rng)
+
+    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
+        return bit_release.log_likelihood(messages, sketches, self.epsilon)
+
+    def aggregate(self, state: PairwiseState, queries: np.ndarray, messages: np.ndarray) -> PairwiseState:
+        n = state.world.n_items
+        i, j = queries[:, 0], queries[:, 1]
+        flat = np.concatenate([i * n + j, j * n + i])
+        bits = np.tile(messages[:, 0].astype(float), 2)
+        np.add.at(state.counts.reshape(-1), flat, bits)  # reshape of a C-contiguous array: a view
+        np.add.at(state.pair_counts.reshape(-1), flat, 1)
+        state.users_seen += len(messages)
+        return state
+
+    def embedding(self, state: PairwiseState) -> np.ndarray:
+        """Rows of ``A`` projected on its ``L`` eigenvectors of largest |eigenvalue|: (N, L)."""
+        L = max(1, min(state.world.n_item_clusters, state.world.n_items))
+        values, vectors = np.linalg.eigh(state.counts)
+        top = np.argsort(-np.abs(values), kind="stable")[:L]
+        return vectors[:, top] * values[top]  # == A @ vectors[:, top]
+
+    def estimate(self, state: PairwiseState) -> np.ndarray:
+        L = state.world.n_item_clusters
+        if L <= 1:
+            return np.zeros(state.world.n_items, dtype=np.int64)
+        rng = np.random.default_rng(state.seed)
+        return kmeans(self.embedding(state), L, rng)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "epsilon": self.epsilon, "public_rated_set": self.public_rated_set,
+                "randomizer_epsilon": self.randomizer_epsilon, "statistic": "sum of released bits per pair"}
+
+
+@dataclass
+class PairwisePreferenceBroken(PairwisePreference):
+    """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
+
+    leak_factor: Annotated[float, Ge(1)] = 2.0
+    name: str = field(default="pairwise_preference_broken", init=False, repr=False)
+
+    @property
+    def randomizer_epsilon(self) -> float:
+        return self.leak_factor * self.epsilon
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"leak_factor": self.leak_factor}
