@@ -1,0 +1,99 @@
+"""The whole path: scenario file -> world -> trials -> bound -> verdict -> reports."""
+import json
+
+import numpy as np
+import pytest
+
+from audits.cli import main
+from audits.report import write_reports
+from audits.runner import run_scenario
+from audits.scenario import load_scenario
+from tests.conftest import small_world
+
+
+def load_small(write_scenario, data, trials=40_000, alpha=None, **audit):
+    data = small_world(data, trials)
+    if alpha is not None:
+        data["audit"]["alpha"] = alpha
+    data["audit"].update(audit)
+    return load_scenario(write_scenario(data))
+
+
+def test_correct_mechanism_is_consistent_and_tight(write_scenario, quickstart_data):
+    # alpha = 1e-6: the bound exceeds the true epsilon with probability <= 1e-6,
+    # so this assertion fails falsely with probability <= 1e-6.
+    result = run_scenario(load_small(write_scenario, quickstart_data, trials=100_000, alpha=1e-6))
+    assert result.verdict == "consistent"
+    assert result.bound.epsilon_lb <= result.claim.epsilon
+    # the LR attack on one bit is optimal: at 50k evaluation trials per world and
+    # alpha = 1e-6 the bound's expectation is ~0.95; 0.85 is > 10 standard errors below
+    assert result.bound.epsilon_lb >= 0.85
+    assert result.utility["final_accuracy"] is not None
+
+
+def test_broken_twin_is_flagged(write_scenario, quickstart_data):
+    quickstart_data["mechanism"] = {"kind": "maxsense_broken", "epsilon": 1.0, "leak_factor": 2.0}
+    result = run_scenario(load_small(write_scenario, quickstart_data, alpha=0.05))
+    # true epsilon is 2; with 20k evaluation trials per world the bound's standard
+    # error is ~0.03, so missing the violation (bound <= 1) is a > 25-sigma event.
+    assert result.verdict == "violated" and result.bound.epsilon_lb > 1.5
+
+
+def test_same_seed_same_report_and_other_seed_differs(tmp_path, write_scenario, quickstart_data):
+    scenario = load_small(write_scenario, quickstart_data, trials=4_000)
+    reports = [write_reports(run_scenario(scenario), tmp_path / f"r{i}") for i in range(2)]
+    for r in reports:
+        r.pop("timing")
+    assert reports[0] == reports[1]
+    assert (tmp_path / "r0" / "trials.csv").read_bytes() == (tmp_path / "r1" / "trials.csv").read_bytes()
+    other = scenario.model_copy(update={"seed": scenario.seed + 1})
+    assert write_reports(run_scenario(other), tmp_path / "r2")["audit"]["counts"] != reports[0]["audit"]["counts"]
+
+
+@pytest.mark.parametrize("executor", ["processes", "dask"])
+def test_any_executor_gives_the_same_scores(write_scenario, quickstart_data, executor):
+    scenario = load_small(write_scenario, quickstart_data, trials=6_000)
+    serial = run_scenario(scenario)
+    other = run_scenario(scenario, executor_kind=executor, workers=2)
+    np.testing.assert_array_equal(serial.scores[0], other.scores[0])
+    np.testing.assert_array_equal(serial.scores[1], other.scores[1])
+    assert serial.bound == other.bound
+
+
+def test_resume_reuses_saved_blocks_and_refuses_foreign_progress(tmp_path, write_scenario, quickstart_data):
+    scenario = load_small(write_scenario, quickstart_data, trials=8_000)
+    out = tmp_path / "run"
+    first = run_scenario(scenario, out)
+    blocks = sorted((out / "progress").glob("block-*.npy"))
+    assert len(blocks) == 4
+    blocks[1].unlink()
+    messages = []
+    resumed = run_scenario(scenario, out, resume=True, report=messages.append)
+    assert "resumed 3 of 4 trial blocks" in messages
+    np.testing.assert_array_equal(first.scores[0], resumed.scores[0])
+    with pytest.raises(RuntimeError, match="another scenario or seed"):
+        run_scenario(scenario.model_copy(update={"seed": 1}), out, resume=True)
+
+
+def test_cli_writes_all_reports(tmp_path, write_scenario, quickstart_data, capsys):
+    path = write_scenario(small_world(quickstart_data, 4_000))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    for key in ("schema_version", "scenario", "seed", "packages", "claim", "audit", "verdict", "utility", "timing"):
+        assert key in report
+    for key in ("epsilon_lb", "alpha", "confidence", "ceiling", "counts", "method", "threshold_strategy"):
+        assert key in report["audit"]
+    assert report["claim"] == {"epsilon": 1.0, "delta": 0.0, "model": "local", "unit": "user",
+                               "neighbouring": "replace", "view": "messages"}
+    text = (out / "report.md").read_text()
+    assert "Verdict: consistent" in text and "ceiling" in text
+    assert (out / "trials.csv").read_text().startswith("trial,world,part,score\n")
+    assert (out / "accuracy.png").stat().st_size > 0
+    assert "verdict consistent" in capsys.readouterr().out
+
+
+def test_fail_on_violation_exit_code(tmp_path, write_scenario, quickstart_data):
+    quickstart_data["mechanism"] = {"kind": "maxsense_broken", "epsilon": 1.0, "leak_factor": 3.0}
+    path = write_scenario(small_world(quickstart_data, 20_000))
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", "--fail-on-violation"]) == 1
