@@ -21,6 +21,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="reuse finished trial blocks saved in --out")
     run.add_argument("--fail-on-violation", action="store_true", help="exit 1 when the verdict is 'violated'")
     run.add_argument("--quiet", action="store_true")
+    sw = sub.add_parser("sweep", help="measure users needed for accurate clustering over the scenario's sweep grid")
+    sw.add_argument("scenario", type=Path)
+    sw.add_argument("--out", type=Path, help="report folder (default: runs/<scenario name>)")
+    sw.add_argument("--full", action="store_true", help="use each axis's full_values grid")
+    sw.add_argument("--executor", choices=["serial", "processes", "dask"])
+    sw.add_argument("--workers", type=int)
+    sw.add_argument("--resume", action="store_true", help="reuse finished sweep tasks saved in --out")
+    sw.add_argument("--quiet", action="store_true")
     val = sub.add_parser("validate", help="check scenario files and report every problem")
     val.add_argument("scenarios", type=Path, nargs="+")
     sub.add_parser("list", help="name the registered populations, mechanisms and attacks")
@@ -81,12 +89,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .report import write_sweep_reports
+    from .scenario import load_scenario
+    from .sweep import run_sweep
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if scenario.sweep is None:
+        print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path("runs") / scenario.name
+    say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
+    result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
+                       workers=args.workers, report=say)
+    write_sweep_reports(result, out)
+    print((out / "sweep.md").read_text())
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "list":
         return _cmd_list()
     if args.command == "validate":
         return _cmd_validate(args.scenarios)
+    if args.command == "sweep":
+        return _cmd_sweep(args)
     return _cmd_run(args)
 
 

@@ -153,3 +153,71 @@ def _plot_accuracy(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def write_sweep_reports(result, out_dir: Path) -> dict:
+    """sweep.json, sweep.md, sweep_points.csv and scaling.png for a scaling sweep."""
+    import pandas as pd
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sweep = result.scenario.sweep
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": result.scenario.model_dump(mode="json"),
+        "grid": result.grid,
+        "packages": {name: _version(name) for name in PACKAGES},
+        "definition": f"U* = users seen when item clustering accuracy first reaches {sweep.target_accuracy:g} "
+                      f"and stays there for {sweep.stable_checkpoints} checkpoints "
+                      f"({sweep.checkpoints_per_decade} per decade); censored at {sweep.max_users:,}",
+        "fits": result.fits,
+        "points": result.points,
+    }
+    _atomic_text(out_dir / "sweep.json", json.dumps(report, indent=2) + "\n")
+    pd.DataFrame(result.points).to_csv(out_dir / "sweep_points.csv", index=False)
+    lines = [f"# Scaling sweep: {result.scenario.name} ({result.grid} grid)", "",
+             f"Mechanism `{result.scenario.mechanism.kind}`. {report['definition']}.", "",
+             "| parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | theory in CI | "
+             "censored runs |", "|---|---|---:|---|---:|---|---:|"]
+    for f in result.fits:
+        slope = "n/a" if f["slope"] is None else f"{f['slope']:+.2f}"
+        ci = "n/a" if f["slope"] is None else f"[{f['ci_low']:+.2f}, {f['ci_high']:+.2f}]"
+        th = "n/a" if f["theory_slope"] is None else f"{f['theory_slope']:+.2f}"
+        inside = {None: "n/a", True: "yes", False: "**no**"}[f["theory_in_ci"]]
+        lines.append(f"| {f['parameter']} | {', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | "
+                     f"{inside} | {f['censored']} |")
+    lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
+              "(their constants are unknown, so only slopes are compared).", ""]
+    _atomic_text(out_dir / "sweep.md", "\n".join(lines))
+    _plot_sweep(result, out_dir / "scaling.png")
+    return report
+
+
+def _plot_sweep(result, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fits = result.fits
+    fig, axes = plt.subplots(1, len(fits), figsize=(4.2 * len(fits), 3.6), squeeze=False)
+    for ax, fit in zip(axes[0], fits):
+        pts = [p for p in result.points if p["parameter"] == fit["parameter"]]
+        done = [p for p in pts if p["u_star"] is not None]
+        ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], "o", alpha=0.6, label="U* (runs)")
+        theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
+        if theory and done:
+            tx, tu = np.array(theory).T
+            # theory has an unknown constant: scale it to the measured points (least squares in log space)
+            measured = np.array([p["u_star"] for p in done], float)
+            at = np.interp([p["value"] for p in done], tx, tu)
+            scale = np.exp(np.mean(np.log(measured) - np.log(at)))
+            ax.loglog(tx, tu * scale, "-", label=f"theory (slope {fit['theory_slope']:+.2f})")
+        if fit["slope"] is not None:
+            ax.set_title(f"slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]", fontsize=9)
+        ax.set_xlabel(fit["parameter"])
+        ax.set_ylabel("users needed U*")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, model_validator
 
 from attacks import ATTACKS
-from mechanisms import MECHANISMS
+from mechanisms import MECHANISMS, ParameterError
 from simulator.churn import Churn
 from simulator.population import POPULATIONS
 
@@ -102,6 +102,34 @@ class ExecutorConfig(BaseModel):
     address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
 
 
+class SweepAxis(BaseModel):
+    """One parameter varied alone over a grid (the rest stays at the scenario's value)."""
+
+    model_config = STRICT
+    parameter: str = Field(pattern=r"^(population|mechanism)\.[a-z_]+$",
+                           description="dotted path, e.g. population.n_items or mechanism.epsilon")
+    values: list[float] = Field(min_length=2, description="the default (small) grid")
+    full_values: list[float] | None = Field(None, min_length=2, description="the full grid, with --full")
+
+    def grid(self, full: bool = False) -> list[float]:
+        values = self.full_values if full and self.full_values else self.values
+        # integers stay integers so integer fields (n_items, ratings_per_user) validate
+        return [int(v) if float(v).is_integer() and not self.parameter.endswith("epsilon") else v for v in values]
+
+
+class SweepConfig(BaseModel):
+    """The users needed (U*) for accurate clustering, measured over grids of parameters."""
+
+    model_config = STRICT
+    axes: list[SweepAxis] = Field(min_length=1)
+    replicates: int = Field(3, ge=1)
+    target_accuracy: float = Field(1.0, gt=0, le=1, description="1.0 = exact item clustering")
+    stable_checkpoints: int = Field(2, ge=1, description="consecutive checkpoints at the target")
+    max_users: int = Field(2_000_000, ge=10)
+    start_users: int = Field(100, ge=1)
+    checkpoints_per_decade: int = Field(20, ge=1)
+
+
 class Scenario(BaseModel):
     """A whole run: the world, the mechanism, the adversary and the audit."""
 
@@ -115,10 +143,33 @@ class Scenario(BaseModel):
     attack: AttackConfig = Field(default_factory=lambda: {"kind": "likelihood_ratio"}, validate_default=True)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    sweep: SweepConfig | None = None
+
+    @model_validator(mode="after")
+    def _sweep_values_are_valid(self, info: ValidationInfo) -> "Scenario":
+        """Every grid value must give a valid scenario, checked before any work."""
+        if self.sweep is None:
+            return self
+        from .sweep import with_parameter
+
+        data = self.model_dump(mode="json", exclude={"sweep"})
+        for a, axis in enumerate(self.sweep.axes):
+            section, _, key = axis.parameter.partition(".")
+            if key not in type(getattr(self, section)).model_fields:
+                raise ParameterError("sweep", f"axes[{a}].parameter: {section} of kind "
+                                              f"{getattr(self, section).kind!r} has no parameter {key!r}")
+            for value in axis.grid(full=False) + axis.grid(full=True):
+                try:
+                    Scenario.model_validate(with_parameter(data, axis.parameter, value), context=info.context)
+                except ValidationError as exc:
+                    problem = exc.errors()[0]
+                    raise ParameterError("sweep", f"axes[{a}]: {axis.parameter} = {value} is invalid: "
+                                                  f"{problem['msg']}") from None
+        return self
 
     def fingerprint(self) -> str:
         """A hash of everything that determines the results (not the executor)."""
-        data = self.model_dump(mode="json", exclude={"executor", "description"})
+        data = self.model_dump(mode="json", exclude={"executor", "description"})  # includes sweep
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,189 @@
+"""Scaling sweeps: users needed for accurate item clustering, over grids of N, w and ε.
+
+For each axis of the ``sweep:`` block, one parameter takes each of its values
+while everything else stays at the scenario's value. Every (axis, value,
+replicate) runs a churn-free learning curve (``simulator.learning``) until the
+clustering accuracy reaches ``target_accuracy`` at ``stable_checkpoints``
+consecutive checkpoints; ``U*`` is the first of those user counts (censored at
+``max_users``). Per axis, ``log U* = a + slope · log x`` is fitted by OLS
+(statsmodels) with a 95% confidence interval, beside the slope the theory
+formula (``mechanisms.theory``) has over the same grid.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mechanisms import MECHANISMS, theory
+from simulator.learning import checkpoints, learning_curve
+from simulator.population import POPULATIONS
+from simulator.seeds import child_seed, stream
+
+from .executors import open_executor
+from .scenario import Scenario, build
+from .utility import clustering_accuracy
+
+
+def with_parameter(data: dict, dotted: str, value) -> dict:
+    """A deep copy of scenario data with ``dotted`` (e.g. ``mechanism.epsilon``) set to ``value``."""
+    data = copy.deepcopy(data)
+    *parents, leaf = dotted.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    if leaf not in node and not isinstance(node, dict):
+        raise KeyError(dotted)
+    node[leaf] = value
+    return data
+
+
+def sweep_task(data: dict, base_dir: str | None, axis: int, index: int, replicate: int) -> dict:
+    """Run one learning curve; return U* (None when not reached) and the curve."""
+    scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
+    sweep = scenario.sweep
+    base = Path(base_dir) if base_dir else None
+    population = build(scenario.population, POPULATIONS, base)
+    mechanism = build(scenario.mechanism, MECHANISMS)
+    root = child_seed(np.random.SeedSequence(scenario.seed), "sweep", axis, index, replicate)
+    catalogue = population.catalogue(stream(root, "catalogue"))
+    if catalogue.item_labels is None:
+        raise ValueError("a sweep needs a population with known item clusters (kind: sbm)")
+    at = checkpoints(sweep.max_users, sweep.checkpoints_per_decade, sweep.start_users)
+    curve, streak, u_star = [], 0, None
+    for seen, labels in learning_curve(population, catalogue, mechanism, at, root):
+        accuracy = clustering_accuracy(labels, catalogue.item_labels)
+        curve.append((int(seen), accuracy))
+        streak = streak + 1 if accuracy >= sweep.target_accuracy else 0
+        if streak == sweep.stable_checkpoints:
+            u_star = curve[-streak][0]
+            break
+    return {"axis": axis, "index": index, "replicate": replicate, "u_star": u_star, "curve": curve}
+
+
+def theory_users(scenario: Scenario) -> float | None:
+    """The theory's user count (up to its constant) for the scenario's mechanism, or None."""
+    pop, mech = scenario.population, scenario.mechanism
+    if pop.kind != "sbm":
+        return None
+    n, w = pop.n_items, pop.ratings_per_user
+    if mech.kind.startswith("pairwise_preference"):
+        return theory.pairwise_preference_users(n)
+    if "maxsense" not in mech.kind:
+        return None
+    theta = getattr(mech, "theta", 1.0)
+    gap = theory.maxsense_separation(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights, theta)
+    if not gap > 0 or not math.isfinite(gap):
+        return None
+    if mech.kind.startswith("multi_maxsense"):
+        q = mech.sketches or math.ceil(mech.epsilon)
+        # Q sketches at ε/Q each: Q·tanh²(ε/2Q) replaces tanh²(ε/2) [D: composition]
+        return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap) * math.tanh(mech.epsilon / 2) ** 2 / (
+            q * math.tanh(mech.epsilon / (2 * q)) ** 2)
+    return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap)
+
+
+def fit_slope(x: np.ndarray, u: np.ndarray, level: float = 0.95) -> dict:
+    """OLS of log U on log x: slope, its confidence interval, and the number of points."""
+    import statsmodels.api as sm
+
+    x, u = np.asarray(x, float), np.asarray(u, float)
+    if np.unique(x).size < 2 or u.size < 3:
+        return {"slope": None, "ci_low": None, "ci_high": None, "points": int(u.size)}
+    fit = sm.OLS(np.log(u), sm.add_constant(np.log(x))).fit()
+    low, high = fit.conf_int(alpha=1 - level)[1]
+    return {"slope": float(fit.params[1]), "ci_low": float(low), "ci_high": float(high), "points": int(u.size)}
+
+
+def _atomic_json(path: Path, data) -> None:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
+        json.dump(data, handle)
+    os.replace(handle.name, path)
+
+
+@dataclass
+class SweepResult:
+    """Points (one per task) and the per-axis fits."""
+
+    scenario: Scenario
+    grid: str
+    points: list[dict]
+    fits: list[dict]
+
+
+def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = False, resume: bool = False,
+              executor_kind: str | None = None, workers: int | None = None,
+              report: Callable[[str], None] = lambda _: None) -> SweepResult:
+    """Run every (axis, value, replicate) of the scenario's sweep and fit the slopes."""
+    sweep = scenario.sweep
+    if sweep is None:
+        raise ValueError("the scenario has no sweep: block")
+    data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
+    base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
+    progress = None
+    if out_dir is not None:
+        progress = out_dir / "progress-sweep"
+        progress.mkdir(parents=True, exist_ok=True)
+        stamp = progress / "fingerprint.json"
+        key = {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}
+        if not resume or not stamp.exists() or json.loads(stamp.read_text()) != key:
+            if resume and stamp.exists():
+                raise RuntimeError(f"{progress}: saved progress belongs to another scenario or grid")
+            for old in progress.glob("task-*.json"):
+                old.unlink()
+            _atomic_json(stamp, key)
+
+    tasks, variants = [], {}
+    for a, axis in enumerate(sweep.axes):
+        for i, value in enumerate(axis.grid(full)):
+            variants[a, i] = with_parameter(data, axis.parameter, value)
+            tasks += [(a, i, r) for r in range(sweep.replicates)]
+    results: dict[tuple, dict] = {}
+    ex = scenario.executor
+    with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
+        futures = {}
+        for task in tasks:
+            saved = progress / f"task-{task[0]}-{task[1]}-{task[2]}.json" if progress else None
+            if saved is not None and saved.exists():
+                results[task] = json.loads(saved.read_text())
+            else:
+                futures[task] = executor.submit(sweep_task, variants[task[:2]], base_dir, *task)
+        for n, (task, future) in enumerate(futures.items(), 1):
+            results[task] = future.result()
+            if progress is not None:
+                _atomic_json(progress / f"task-{task[0]}-{task[1]}-{task[2]}.json", results[task])
+            report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
+
+    points, fits = [], []
+    for a, axis in enumerate(sweep.axes):
+        values = axis.grid(full)
+        xs, us = [], []
+        theory_u = []
+        for i, value in enumerate(values):
+            variant = Scenario.model_validate(variants[a, i], context={"base_dir": base_dir})
+            theory_u.append(theory_users(variant))
+            for r in range(sweep.replicates):
+                res = results[a, i, r]
+                points.append({"parameter": axis.parameter, "value": value, "replicate": r,
+                               "u_star": res["u_star"], "theory_users": theory_u[-1]})
+                if res["u_star"] is not None:
+                    xs.append(value)
+                    us.append(res["u_star"])
+        fit = fit_slope(np.array(xs), np.array(us))
+        has_theory = all(t is not None for t in theory_u)
+        fit["theory_slope"] = fit_slope(np.array(values), np.array(theory_u))["slope"] if has_theory and \
+            len(values) >= 3 else (float(np.polyfit(np.log(values), np.log(theory_u), 1)[0]) if has_theory else None)
+        fit["censored"] = sum(1 for p in points if p["parameter"] == axis.parameter and p["u_star"] is None)
+        fit["parameter"] = axis.parameter
+        fit["values"] = list(values)
+        fit["theory_in_ci"] = (None if fit["slope"] is None or fit["theory_slope"] is None
+                               else fit["ci_low"] <= fit["theory_slope"] <= fit["ci_high"])
+        fits.append(fit)
+    return SweepResult(scenario, "full" if full else "default", points, fits)

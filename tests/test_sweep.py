@@ -1,0 +1,86 @@
+import json
+
+import numpy as np
+import pytest
+
+from audits.cli import main
+from audits.sweep import fit_slope, with_parameter
+from simulator.learning import checkpoints
+
+
+def test_checkpoints_are_geometric_and_end_at_the_maximum():
+    at = checkpoints(10_000, per_decade=4, start=10)
+    assert at[0] == 10 and at[-1] == 10_000 and np.all(np.diff(at) > 0)
+    ratios = at[1:-1] / at[:-2]
+    assert np.allclose(ratios, 10 ** 0.25, rtol=0.05)
+
+
+def test_fit_slope_recovers_a_power_law():
+    rng = np.random.default_rng(0)
+    x = np.repeat([10.0, 20, 40, 80], 5)
+    u = 3 * x ** 2 * np.exp(rng.normal(0, 0.05, x.size))
+    fit = fit_slope(x, u)
+    assert fit["ci_low"] < 2 < fit["ci_high"] and abs(fit["slope"] - 2) < 0.1
+
+
+def test_with_parameter_copies():
+    data = {"mechanism": {"epsilon": 1.0}}
+    assert with_parameter(data, "mechanism.epsilon", 2.0) == {"mechanism": {"epsilon": 2.0}}
+    assert data == {"mechanism": {"epsilon": 1.0}}
+
+
+SWEEP = """
+sweep:
+  replicates: 2
+  target_accuracy: 1.0
+  max_users: 400000
+  start_users: 500
+  checkpoints_per_decade: 10
+  axes:
+    - parameter: population.n_items
+      values: [12, 24]
+"""
+
+
+def tiny(quickstart_data):
+    quickstart_data["population"].update(n_items=12, ratings_per_user=3,
+                                         like_probability=[[0.9, 0.2], [0.7, 0.05]])
+    quickstart_data["mechanism"]["epsilon"] = 2.0
+    return quickstart_data
+
+
+def test_sweep_cli_writes_its_reports_and_resumes(tmp_path, quickstart_data, capsys):
+    import yaml
+
+    data = tiny(quickstart_data) | yaml.safe_load(SWEEP)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == 0
+    report = json.loads((out / "sweep.json").read_text())
+    assert len(report["points"]) == 4 and all(p["u_star"] for p in report["points"])
+    fit = report["fits"][0]
+    assert fit["parameter"] == "population.n_items" and fit["theory_slope"] > 1.5
+    assert (out / "scaling.png").stat().st_size > 0 and "| population.n_items |" in (out / "sweep.md").read_text()
+    assert main(["sweep", str(path), "--out", str(out), "--quiet", "--resume"]) == 0
+    assert json.loads((out / "sweep.json").read_text())["points"] == report["points"]
+
+
+def test_bad_sweep_values_fail_before_work(tmp_path, quickstart_data, capsys):
+    import yaml
+
+    data = tiny(quickstart_data) | yaml.safe_load(SWEEP.replace("[12, 24]", "[12, 2]"))
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep: axes[0]: population.n_items = 2 is invalid" in err
+
+
+def test_sweep_needs_a_sweep_block(tmp_path, quickstart_data, capsys):
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(quickstart_data))
+    assert main(["sweep", str(path), "--quiet"]) == 2
+    assert "sweep: required" in capsys.readouterr().err
