@@ -23,11 +23,43 @@ def _version(name: str) -> str | None:
         return None
 
 
+def _test_dict(test, claim) -> dict:
+    bound = test.bound.to_dict()
+    d = {
+        "name": test.name,
+        "target": test.target,
+        "attack": test.attack,
+        "claim": {"epsilon": claim.epsilon, "delta": claim.delta},
+        "epsilon_lb": bound["epsilon_lb"],
+        "confidence": 1.0 - bound["alpha"],
+        "alpha": bound["alpha"],
+        "ceiling": bound["ceiling"],
+        "method": bound["method"],
+        "threshold_strategy": bound.get("strategy", "guesses"),
+        "tightness": bound["epsilon_lb"] / claim.epsilon if claim.epsilon > 0 else None,
+        "p_value": test.p_value,
+        "holm_adjusted_p_value": test.adjusted_p_value,
+        "verdict": test.verdict,
+        "target_sketches": {"differing_bits": test.pair.differing_bits,
+                            "world0": test.pair.sketches[0].astype(int).tolist(),
+                            "world1": test.pair.sketches[1].astype(int).tolist()},
+    }
+    if "false_pos" in bound:
+        d["counts"] = {k: bound[k] for k in ("false_pos", "n_neg", "false_neg", "n_pos")}
+        d["threshold"], d["direction"] = bound["threshold"], bound["direction"]
+        if bound.get("mu_lb") is not None:
+            d["mu_lb"], d["mu_ceiling"] = bound["mu_lb"], bound["mu_ceiling"]
+    else:
+        d["counts"] = {k: bound[k] for k in ("r", "v", "m", "k_pos", "k_neg")}
+    return d
+
+
 def report_dict(result: AuditResult) -> dict:
     """The JSON report. Everything except ``timing`` is a function of scenario and seed."""
-    bound = result.bound.to_dict()
     claim = result.claim
     scenario = result.scenario
+    tests = [_test_dict(t, claim) for t in result.tests]
+    strongest = max(tests, key=lambda t: t["epsilon_lb"])
     return {
         "schema_version": SCHEMA_VERSION,
         "scenario": scenario.model_dump(mode="json"),
@@ -35,23 +67,17 @@ def report_dict(result: AuditResult) -> dict:
         "packages": {name: _version(name) for name in PACKAGES},
         "claim": claim.to_dict(),
         "audit": {
-            "attack": scenario.attack.kind,
             "view": claim.view,
-            "trials_per_world": scenario.audit.trials,
-            "counts": {k: bound[k] for k in ("false_pos", "n_neg", "false_neg", "n_pos")},
-            "epsilon_lb": bound["epsilon_lb"],
-            "alpha": bound["alpha"],
-            "confidence": 1.0 - bound["alpha"],
-            "ceiling": bound["ceiling"],
-            "method": bound["method"],
-            "threshold_strategy": bound["strategy"],
-            "threshold": bound["threshold"],
-            "direction": bound["direction"],
-            "tightness": bound["epsilon_lb"] / claim.epsilon if claim.epsilon > 0 else None,
-            "target": {"differing_bits": result.pair.differing_bits,
-                       "sketch_world0": result.pair.sketches[0].astype(int).tolist(),
-                       "sketch_world1": result.pair.sketches[1].astype(int).tolist()},
+            "trials_per_world": scenario.audit.trials if scenario.audit.method != "one-run" else None,
+            "canaries": scenario.audit.trials if scenario.audit.method == "one-run" else None,
+            "family_alpha": scenario.audit.alpha,
+            "tests_in_family": len(tests),
+            "correction": "Holm step-down on the verdicts; every bound at alpha / tests (simultaneous)",
+            # the strongest test, for readers who want one number
+            **{k: strongest[k] for k in ("name", "attack", "epsilon_lb", "alpha", "confidence", "ceiling", "method",
+                                         "threshold_strategy", "tightness", "counts")},
         },
+        "tests": tests,
         "verdict": result.verdict,
         "utility": result.utility,
         "world": result.world,
@@ -66,7 +92,8 @@ def _fmt(x) -> str:
 def report_markdown(report: dict) -> str:
     """A short human summary of ``report``."""
     claim, audit, util = report["claim"], report["audit"], report["utility"]
-    c = audit["counts"]
+    runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
+            else f"{audit['canaries']:,} canaries in one run")
     lines = [
         f"# Audit: {report['scenario']['name']}",
         "",
@@ -75,19 +102,31 @@ def report_markdown(report: dict) -> str:
            if report["verdict"] == "violated" else
            "not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        "| | |",
-        "|---|---|",
-        f"| mechanism | `{report['scenario']['mechanism']['kind']}` |",
-        f"| claim | ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
-        f"({claim['neighbouring']}), protects the `{claim['view']}` view |",
-        f"| empirical ε lower bound | **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.0%} confidence |",
-        f"| ceiling (largest bound {audit['trials_per_world']:,} trials/world could show) | {audit['ceiling']:.4f} |",
-        f"| tightness ε_LB / ε | {_fmt(audit['tightness'])} |",
-        f"| attack / method / threshold | `{audit['attack']}` / {audit['method']} / {audit['threshold_strategy']} "
-        f"(t = {audit['threshold']}, direction {audit['direction']:+d}) |",
-        f"| evaluation counts | FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']} |",
-        f"| target sketch bits differing between worlds | {audit['target']['differing_bits']} |",
-        f"| utility: {util['metric']} at the last release | {_fmt(util['final_accuracy'])} |",
+        f"- mechanism `{report['scenario']['mechanism']['kind']}`; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
+        f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
+        f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
+        f"(ceiling {audit['ceiling']:.4f}, tightness {_fmt(audit['tightness'])}), {runs}",
+        f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
+        f"{audit['correction']}",
+        f"- utility: {util['metric']} at the last release: {_fmt(util['final_accuracy'])}",
+        "",
+        "## Tests",
+        "",
+        "| test | claim ε | ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
+        "Holm p | verdict |",
+        "|---|---:|---:|---:|---:|---|---|---:|---|---:|---|",
+    ]
+    for t in report["tests"]:
+        c = t["counts"]
+        counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
+                  else f"{c['v']}/{c['r']} guesses right of {c['m']}")
+        lines.append(f"| {t['name']} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+                     f"{t['ceiling']:.4f} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
+                     f"{counts} | {t['holm_adjusted_p_value']:.3g} | {t['verdict']} |")
+    lines += [
+        "",
+        "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
+        "show. A verdict is `violated` when the Holm-adjusted p-value of \"the claim holds\" is below α.",
         "",
         "## Utility over time",
         "",
@@ -116,18 +155,22 @@ def write_reports(result: AuditResult, out_dir: Path) -> dict:
     report = report_dict(result)
     _atomic_text(out_dir / "report.json", json.dumps(report, indent=2) + "\n")
     _atomic_text(out_dir / "report.md", report_markdown(report))
-    scores0, scores1 = result.scores
-    n_sel0 = scores0.size - result.bound.n_neg
-    n_sel1 = scores1.size - result.bound.n_pos
-    frame = pd.DataFrame({
-        "trial": np.concatenate([np.arange(scores0.size), np.arange(scores1.size)]),
-        "world": np.repeat([0, 1], [scores0.size, scores1.size]),
-        "part": np.concatenate([np.where(np.arange(scores0.size) < n_sel0, "selection", "evaluation"),
-                                np.where(np.arange(scores1.size) < n_sel1, "selection", "evaluation")]),
-        "score": np.concatenate([scores0, scores1]),
-    })
+    frames = []
+    for test in result.tests:
+        if test.worlds is not None:  # one-run canaries
+            n = test.scores.size
+            frames.append(pd.DataFrame({"test": test.name, "trial": np.arange(n), "world": test.worlds,
+                                        "part": "canary", "score": test.scores}))
+            continue
+        n_sel = [test.scores.shape[1] - test.bound.n_neg, test.scores.shape[1] - test.bound.n_pos]
+        for world in (0, 1):
+            idx = np.arange(test.scores.shape[1])
+            part = np.where(idx < n_sel[world], "selection", "evaluation") if test.bound.strategy == "split" \
+                else np.full(idx.size, "evaluation")
+            frames.append(pd.DataFrame({"test": test.name, "trial": idx, "world": world, "part": part,
+                                        "score": test.scores[world]}))
     tmp = out_dir / "trials.csv.tmp"
-    frame.to_csv(tmp, index=False)
+    pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
     os.replace(tmp, out_dir / "trials.csv")
     _plot_accuracy(report, out_dir / "accuracy.png")
     return report

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -15,14 +16,35 @@ import numpy as np
 from attacks import ATTACKS, DistinguishingAttack
 from mechanisms import MECHANISMS, LocalMechanism, PrivacyClaim
 from simulator.churn import simulate
-from simulator.neighbours import TargetPair, local_target_pair, target_messages_view
+from simulator.neighbours import TargetPair, local_target_pair, runs_view
 from simulator.population import POPULATIONS
 from simulator.seeds import child_seed, stream
 
-from .estimators import BoundResult, split_epsilon_bound
+from .estimators import (BoundResult, bonferroni_epsilon_bound, epsilon_lower_bound, fixed_threshold_epsilon_bound,
+                         gdp_epsilon, gdp_mu_lower_bound, holm_adjust, split_epsilon_bound, split_gdp_bound)
+from .one_run import OneRunResult, default_guess_counts, one_run_audit, one_run_p_value
 from .executors import open_executor
 from .scenario import Scenario, build, build_churn
 from .utility import accuracy_curve
+
+
+@dataclass
+class TestOutcome:
+    """One test of the claim: a target, an attack, its bound and its corrected verdict."""
+
+    target: int
+    attack: str
+    pair: TargetPair
+    bound: BoundResult | OneRunResult
+    p_value: float
+    scores: np.ndarray  # (2, trials) for distinguishing; (trials,) for one-run
+    worlds: np.ndarray | None = None  # one-run: each canary's world
+    adjusted_p_value: float = float("nan")
+    verdict: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"target {self.target} / {self.attack}"
 
 
 @dataclass
@@ -31,13 +53,16 @@ class AuditResult:
 
     scenario: Scenario
     claim: PrivacyClaim
-    bound: BoundResult
+    tests: list[TestOutcome]
     verdict: str
-    pair: TargetPair
-    scores: tuple[np.ndarray, np.ndarray]
     utility: dict
     world: dict
     timing: dict
+
+    @property
+    def strongest(self) -> TestOutcome:
+        """The test with the largest epsilon lower bound."""
+        return max(self.tests, key=lambda t: t.bound.epsilon_lb)
 
 
 def composed_claim(claim: PrivacyClaim, queries: int) -> PrivacyClaim:
@@ -46,19 +71,24 @@ def composed_claim(claim: PrivacyClaim, queries: int) -> PrivacyClaim:
         if queries > 1 else claim
 
 
-def trial_block(mechanism: LocalMechanism, attack: DistinguishingAttack, pair: TargetPair,
-                entropy: int, block: int, size: int) -> np.ndarray:
-    """Scores of ``size`` trials in each world for one block: shape (2, size).
+def trial_block(mechanism: LocalMechanism, attacks: list[DistinguishingAttack], pair: TargetPair,
+                entropy: int, target: int, block: int, size: int, one_run: bool) -> dict[str, np.ndarray]:
+    """Attack scores for one block of runs of one target.
 
-    Block ``b`` of world ``w`` draws from the stream ("trials", b, w) of the
-    root seed, so the scores do not depend on which worker runs the block.
+    Distinguishing: ``scores`` of shape (attacks, 2, size), ``size`` runs per
+    world. One-run: ``size`` canaries with random ``worlds`` and ``scores``
+    of shape (attacks, size). Block ``b`` draws from the streams
+    ("trials", target, b, ...) of the root seed, so results do not depend on
+    which worker runs it.
     """
     root = np.random.SeedSequence(entropy)
-    return np.stack([
-        attack.scores(mechanism, pair, target_messages_view(mechanism, pair, world, size,
-                                                            stream(root, "trials", block, world)))
-        for world in (0, 1)
-    ])
+    if one_run:
+        worlds = stream(root, "canaries", target, block).integers(0, 2, size)
+        view = runs_view(mechanism, pair, worlds, stream(root, "trials", target, block))
+        return {"scores": np.stack([a.scores(mechanism, pair, view) for a in attacks]), "worlds": worlds}
+    views = [runs_view(mechanism, pair, np.full(size, world), stream(root, "trials", target, block, world))
+             for world in (0, 1)]
+    return {"scores": np.stack([[a.scores(mechanism, pair, v) for v in views] for a in attacks])}
 
 
 class Progress:
@@ -76,23 +106,24 @@ class Progress:
                 raise RuntimeError(f"{directory}: saved progress belongs to another scenario or seed "
                                    f"({previous} != {fingerprint}); remove it or run without --resume")
         else:
-            for old in directory.glob("block-*.npy"):
+            for old in directory.glob("block-*.npz"):
                 old.unlink()
             _atomic_write(stamp, json.dumps({"fingerprint": fingerprint}).encode())
 
-    def _path(self, block: int) -> Path:
-        return self.directory / f"block-{block:06d}.npy"
+    def _path(self, target: int, block: int) -> Path:
+        return self.directory / f"block-{target:03d}-{block:06d}.npz"
 
-    def load(self, block: int) -> np.ndarray | None:
-        if self.directory is None or not self._path(block).exists():
+    def load(self, target: int, block: int) -> dict[str, np.ndarray] | None:
+        if self.directory is None or not self._path(target, block).exists():
             return None
-        return np.load(self._path(block))
+        with np.load(self._path(target, block)) as saved:
+            return dict(saved)
 
-    def save(self, block: int, scores: np.ndarray) -> None:
+    def save(self, target: int, block: int, arrays: dict[str, np.ndarray]) -> None:
         if self.directory is not None:
             with tempfile.NamedTemporaryFile(dir=self.directory, suffix=".tmp", delete=False) as handle:
-                np.save(handle, scores)
-            os.replace(handle.name, self._path(block))
+                np.savez(handle, **arrays)
+            os.replace(handle.name, self._path(target, block))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -101,29 +132,77 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(handle.name, path)
 
 
-def run_trials(mechanism: LocalMechanism, attack: DistinguishingAttack, pair: TargetPair, trials: int,
-               block_size: int, root: np.random.SeedSequence, executor: Executor, progress: Progress,
-               report: Callable[[str], None] = lambda _: None) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of ``trials`` runs per world, in blocks spread over ``executor``."""
+def run_trials(mechanism: LocalMechanism, attacks: list[DistinguishingAttack], pairs: list[TargetPair],
+               trials: int, block_size: int, one_run: bool, root: np.random.SeedSequence, executor: Executor,
+               progress: Progress, report: Callable[[str], None] = lambda _: None) -> list[dict[str, np.ndarray]]:
+    """Scores of ``trials`` runs (per world, or canaries) for every target, in blocks over ``executor``."""
     sizes = [min(block_size, trials - start) for start in range(0, trials, block_size)]
-    entropy = child_seed(root, "audit").generate_state(4)
-    entropy = int.from_bytes(entropy.tobytes(), "little")
-    results: dict[int, np.ndarray] = {}
+    entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
+    results: dict[tuple[int, int], dict] = {}
     futures = {}
-    for block, size in enumerate(sizes):
-        saved = progress.load(block)
-        if saved is not None and saved.shape == (2, size):
-            results[block] = saved
+    for target, pair in enumerate(pairs):
+        for block, size in enumerate(sizes):
+            saved = progress.load(target, block)
+            if saved is not None and saved["scores"].shape[-1] == size:
+                results[target, block] = saved
+            else:
+                futures[target, block] = executor.submit(trial_block, mechanism, attacks, pair, entropy, target,
+                                                         block, size, one_run)
+    if results:
+        report(f"resumed {len(results)} of {len(sizes) * len(pairs)} trial blocks")
+    for n, (key, future) in enumerate(futures.items(), 1):
+        results[key] = future.result()
+        progress.save(*key, results[key])
+        report(f"trial block {n}/{len(futures)} done")
+    merged = []
+    for target in range(len(pairs)):
+        blocks = [results[target, b] for b in range(len(sizes))]
+        merged.append({k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]})
+    return merged
+
+
+def p_value_from_bound(bound_at: Callable[[float], float], epsilon_claim: float, tol: float = 1e-10) -> float:
+    """Smallest level alpha at which ``bound_at(alpha) > epsilon_claim`` (bisection on ln alpha).
+
+    Valid as the p-value of "the mechanism is epsilon_claim-DP" whenever the
+    bound grows with alpha (its rejection regions are nested), as every
+    bound here does once the test is fixed.
+    """
+    if bound_at(1.0 - 1e-12) <= epsilon_claim:
+        return 1.0
+    lo, hi = math.log(1e-300), math.log(1.0 - 1e-12)
+    if bound_at(math.exp(lo)) > epsilon_claim:
+        return 1e-300
+    while hi - lo > tol * max(1.0, abs(lo)):
+        mid = (lo + hi) / 2
+        if bound_at(math.exp(mid)) > epsilon_claim:
+            hi = mid
         else:
-            futures[block] = executor.submit(trial_block, mechanism, attack, pair, entropy, block, size)
-    if len(results):
-        report(f"resumed {len(results)} of {len(sizes)} trial blocks")
-    for block, future in futures.items():
-        results[block] = future.result()
-        progress.save(block, results[block])
-        report(f"trial block {block + 1}/{len(sizes)} done")
-    scores = np.concatenate([results[b] for b in range(len(sizes))], axis=1)
-    return scores[0], scores[1]
+            lo = mid
+    return math.exp(hi)
+
+
+def bound_test(scores0: np.ndarray, scores1: np.ndarray, claim: PrivacyClaim, cfg, alpha: float
+               ) -> tuple[BoundResult, float]:
+    """The epsilon bound of one distinguishing test at level ``alpha``, and its p-value against the claim."""
+    delta = claim.delta
+    if cfg.method == "gdp":
+        bound = split_gdp_bound(scores0, scores1, alpha, delta, cfg.selection_fraction)
+        counts = (bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos)
+        p = p_value_from_bound(lambda a: float(gdp_epsilon(gdp_mu_lower_bound(*counts, a), delta)), claim.epsilon)
+        return bound, p
+    if cfg.threshold == "bonferroni":
+        def at(a: float) -> BoundResult:
+            return bonferroni_epsilon_bound(scores0, scores1, a, delta, thresholds=cfg.thresholds,
+                                            grid_size=cfg.grid_size, score_range=cfg.score_range)
+        return at(alpha), p_value_from_bound(lambda a: at(a).epsilon_lb, claim.epsilon)
+    if cfg.threshold == "explicit":
+        bound = fixed_threshold_epsilon_bound(scores0, scores1, cfg.threshold_value, cfg.direction, alpha, delta)
+    else:
+        bound = split_epsilon_bound(scores0, scores1, alpha=alpha, delta=delta,
+                                    selection_fraction=cfg.selection_fraction)
+    counts = (bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos)
+    return bound, p_value_from_bound(lambda a: float(epsilon_lower_bound(*counts, a, delta)), claim.epsilon)
 
 
 def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool = False,
@@ -135,7 +214,8 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     root = np.random.SeedSequence(scenario.seed)
     population = build(scenario.population, POPULATIONS, base_dir)
     mechanism = build(scenario.mechanism, MECHANISMS)
-    attack = build(scenario.attack, ATTACKS)
+    attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
+    attacks = [build(cfg, ATTACKS) for cfg in attack_configs]
     churn = build_churn(scenario.churn)
     catalogue = population.catalogue(stream(root, "catalogue"))
 
@@ -146,18 +226,38 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
 
     claim = composed_claim(mechanism.claim, churn.queries_per_user)
     cfg = scenario.audit
-    pair = local_target_pair(population, catalogue, mechanism, churn.queries_per_user,
-                             stream(root, "target"), cfg.target_candidates)
-    if pair.differing_bits == 0:
-        report("warning: no candidate target's sketch differs between the worlds; the audit has no power")
+    pairs = [local_target_pair(population, catalogue, mechanism, churn.queries_per_user,
+                               stream(root, "target", t), cfg.target_candidates) for t in range(cfg.targets)]
+    if any(p.differing_bits == 0 for p in pairs):
+        report("warning: a target's sketch does not differ between the worlds; its test has no power")
     progress = Progress(out_dir / "progress" if out_dir else None, scenario.fingerprint(), resume)
+    one_run = cfg.method == "one-run"
     ex = scenario.executor
     with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
-        report(f"running {cfg.trials} trials per world ({executor_kind or ex.kind})")
-        scores = run_trials(mechanism, attack, pair, cfg.trials, cfg.block_size, root, executor, progress, report)
-    bound = split_epsilon_bound(scores[0], scores[1], alpha=cfg.alpha, delta=claim.delta,
-                                selection_fraction=cfg.selection_fraction)
-    verdict = "violated" if bound.epsilon_lb > claim.epsilon else "consistent"
+        report(f"running {cfg.trials} {'canaries' if one_run else 'trials per world'} for each of "
+               f"{len(pairs)} target(s) ({executor_kind or ex.kind})")
+        runs = run_trials(mechanism, attacks, pairs, cfg.trials, cfg.block_size, one_run, root, executor,
+                          progress, report)
+
+    family = len(pairs) * len(attacks)
+    alpha_each = cfg.alpha / family  # simultaneous bounds: every printed epsilon holds jointly at 1 - alpha
+    tests = []
+    for t, (pair, run) in enumerate(zip(pairs, runs)):
+        for a, attack_cfg in enumerate(attack_configs):
+            if one_run:
+                k_pos, k_neg = default_guess_counts(cfg.trials, cfg.guess_fraction)
+                bound = one_run_audit(run["scores"][a], run["worlds"].astype(bool), k_pos, k_neg,
+                                      alpha_each, claim.delta)
+                p = one_run_p_value(bound.r, bound.v, claim.epsilon, claim.delta, bound.m)
+                tests.append(TestOutcome(t, attack_cfg.kind, pair, bound, p, run["scores"][a], run["worlds"]))
+            else:
+                bound, p = bound_test(run["scores"][a, 0], run["scores"][a, 1], claim, cfg, alpha_each)
+                tests.append(TestOutcome(t, attack_cfg.kind, pair, bound, p, run["scores"][a]))
+    reject, adjusted = holm_adjust([t.p_value for t in tests], cfg.alpha)
+    for test, rej, adj in zip(tests, reject, adjusted):
+        test.adjusted_p_value, test.verdict = float(adj), "violated" if rej else "consistent"
+    verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
+
     final = curve[-1] if curve else {"accuracy": None}
     utility = {"metric": "item clustering accuracy", "final_accuracy": final["accuracy"], "curve": curve}
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
@@ -165,4 +265,4 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
              "n_items": catalogue.n_items, "n_item_clusters": catalogue.n_item_clusters}
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "total_seconds": round(time.time() - started, 3)}
-    return AuditResult(scenario, claim, bound, verdict, pair, scores, utility, world, timing)
+    return AuditResult(scenario, claim, tests, verdict, utility, world, timing)

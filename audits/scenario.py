@@ -82,15 +82,37 @@ ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"bu
 
 
 class AuditConfig(BaseModel):
-    """How the audit runs: trials per world, confidence, threshold choice."""
+    """How the audit runs: trials, confidence, estimator and threshold choice, tests."""
 
     model_config = STRICT
-    trials: int = Field(200_000, ge=100, description="trials per neighbouring world")
-    alpha: float = Field(0.05, gt=0, lt=1, description="1 - confidence of the epsilon bound")
-    threshold: Literal["split"] = "split"
-    selection_fraction: float = Field(0.5, gt=0, lt=1)
+    trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
+    alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
+    method: Literal["clopper-pearson", "gdp", "one-run"] = "clopper-pearson"
+    threshold: Literal["split", "bonferroni", "explicit"] = "split"
+    selection_fraction: float = Field(0.5, gt=0, lt=1, description="split: share of trials that pick the threshold")
+    thresholds: list[float] | None = Field(None, min_length=1, description="bonferroni: the fixed threshold grid")
+    score_range: tuple[float, float] | None = Field(None, description="bonferroni: grid_size thresholds over it")
+    grid_size: int = Field(100, ge=1)
+    threshold_value: float | None = Field(None, description="explicit: the threshold, fixed in advance")
+    direction: Literal[1, -1] = Field(1, description="explicit: +1 guesses world 1 when score >= threshold")
+    guess_fraction: float = Field(0.1, gt=0, le=0.5, description="one-run: share of canaries guessed in (and out)")
+    targets: int = Field(1, ge=1, description="target users audited, each a test (Holm-corrected)")
     block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
     target_candidates: int = Field(64, ge=1)
+
+    @model_validator(mode="after")
+    def _threshold_settings(self) -> "AuditConfig":
+        if self.method == "clopper-pearson" and self.threshold == "explicit" and self.threshold_value is None:
+            raise ParameterError("threshold_value", "required with threshold: explicit")
+        if self.method == "clopper-pearson" and self.threshold == "bonferroni" \
+                and self.thresholds is None and self.score_range is None:
+            raise ParameterError("thresholds", "threshold: bonferroni needs a grid fixed in advance: "
+                                               "thresholds or score_range")
+        if self.method == "gdp" and self.threshold != "split":
+            raise ParameterError("threshold", "the gdp method chooses its threshold by split")
+        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
+            raise ParameterError("score_range", "must be [low, high] with low < high")
+        return self
 
 
 class ExecutorConfig(BaseModel):
@@ -140,10 +162,21 @@ class Scenario(BaseModel):
     population: PopulationConfig
     churn: ChurnConfig = Field(default_factory=lambda: ChurnConfig())
     mechanism: MechanismConfig
-    attack: AttackConfig = Field(default_factory=lambda: {"kind": "likelihood_ratio"}, validate_default=True)
+    attack: AttackConfig | list[AttackConfig] = Field(default_factory=lambda: {"kind": "likelihood_ratio"},
+                                                      validate_default=True)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sweep: SweepConfig | None = None
+
+    @model_validator(mode="after")
+    def _method_fits_the_claim(self, info: ValidationInfo) -> "Scenario":
+        if self.audit.method == "gdp":
+            claim = build(self.mechanism, MECHANISMS).claim
+            if claim.delta <= 0:
+                raise ParameterError("audit", f"method: gdp converts mu to epsilon at the claim's delta, but "
+                                              f"{self.mechanism.kind} claims pure epsilon-DP (delta = 0); "
+                                              f"use clopper-pearson")
+        return self
 
     @model_validator(mode="after")
     def _sweep_values_are_valid(self, info: ValidationInfo) -> "Scenario":

@@ -64,14 +64,20 @@ def local_target_pair(population, catalogue: Catalogue, mechanism: LocalMechanis
     return TargetPair(rows, chosen, np.stack([s0[best], s1[best]]))
 
 
-def target_messages_view(mechanism: LocalMechanism, pair: TargetPair, world: int, trials: int,
-                         rng: np.random.Generator) -> View:
-    """The target's released messages in ``world`` over ``trials`` independent runs.
+def runs_view(mechanism: LocalMechanism, pair: TargetPair, worlds: np.ndarray, rng: np.random.Generator) -> View:
+    """The target's released messages over independent runs, run ``t`` in world ``worlds[t]``.
 
     Under a local protocol the target's messages depend only on its own row,
-    its public queries and the randomizer's coins, so a trial is exactly one
+    its public queries and the randomizer's coins, so a run is exactly one
     release of its true sketches; other users' messages are independent of
-    the target's world and carry no information about it.
+    the target's world and carry no information about it. (A one-run audit's
+    canaries are such runs with random worlds.)
     """
-    sketches = np.broadcast_to(pair.sketches[world], (trials, pair.sketches.shape[1]))
+    sketches = pair.sketches[np.asarray(worlds, dtype=np.int64)]
     return View("messages", messages=mechanism.release(sketches, rng), queries=pair.queries)
+
+
+def target_messages_view(mechanism: LocalMechanism, pair: TargetPair, world: int, trials: int,
+                         rng: np.random.Generator) -> View:
+    """``trials`` independent runs of the target, all in ``world``."""
+    return runs_view(mechanism, pair, np.full(trials, world), rng)
