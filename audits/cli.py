@@ -44,7 +44,7 @@ def _cmd_list() -> int:
         print(f"{title}:")
         for kind, cls in sorted(registry.items()):
             doc = (cls.__doc__ or "").strip().splitlines()[0]
-            print(f"  {kind:<20} {doc}")
+            print(f"  {kind:<28} {doc}")
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, model_validator
 
 from attacks import ATTACKS
-from mechanisms import MECHANISMS, ParameterError
+from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.churn import Churn
 from simulator.population import POPULATIONS
 
@@ -167,6 +167,18 @@ class Scenario(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sweep: SweepConfig | None = None
+
+    @model_validator(mode="after")
+    def _mechanism_fits_the_world(self) -> "Scenario":
+        """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
+        pop = self.population
+        if pop.kind == "sbm":
+            world = WorldInfo(pop.n_items, pop.ratings_per_user, len(pop.item_cluster_weights))
+            try:
+                build(self.mechanism, MECHANISMS).init_state(world)
+            except ParameterError as exc:
+                raise ParameterError(f"mechanism.{exc.field}", str(exc)) from None
+        return self
 
     @model_validator(mode="after")
     def _method_fits_the_claim(self, info: ValidationInfo) -> "Scenario":

@@ -3,11 +3,20 @@
 A new mechanism is one module here plus one line in ``MECHANISMS``.
 """
 from .base import LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
+from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
+from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 
 MECHANISMS: dict[str, type[LocalMechanism]] = {
     "maxsense": MaxSense,
     "maxsense_broken": MaxSenseBroken,
+    "pairwise_preference": PairwisePreference,
+    "pairwise_preference_broken": PairwisePreferenceBroken,
+    "multi_maxsense": MultiMaxSense,
+    "multi_maxsense_broken": MultiMaxSenseBroken,
+    "adaptive_maxsense": AdaptiveMaxSense,
+    "adaptive_maxsense_broken": AdaptiveMaxSenseBroken,
 }
 
 
@@ -20,4 +29,5 @@ def get_mechanism(kind: str) -> type[LocalMechanism]:
 
 
 __all__ = ["LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
-           "MaxSense", "MaxSenseBroken"]
+           "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
+           "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken"]

@@ -21,7 +21,7 @@ PROTECTED_VIEW: dict[str, ViewKind] = {
 
 
 class ParameterError(ValueError):
-    """A bad parameter value; ``field`` names the parameter so errors can point at it."""
+    """A bad parameter value; ``field`` (a name or dotted path) says where, so errors can point at it."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
