@@ -132,6 +132,21 @@ class SweepAxis(BaseModel):
                            description="dotted path, e.g. population.n_items or mechanism.epsilon")
     values: list[float] = Field(min_length=2, description="the default (small) grid")
     full_values: list[float] | None = Field(None, min_length=2, description="the full grid, with --full")
+    linked: dict[str, float] = Field(default_factory=dict,
+                                     description="other parameters set to factor x value (rounded for integers), "
+                                                 "e.g. {population.ratings_per_user: 0.5} keeps w = N / 2")
+
+    def apply(self, data: dict, value) -> dict:
+        """Scenario data with this axis at ``value`` (and its linked parameters)."""
+        from .sweep import with_parameter
+
+        data = with_parameter(data, self.parameter, value)
+        for dotted, factor in self.linked.items():
+            section, _, key = dotted.partition(".")
+            current = data.get(section, {}).get(key)
+            linked = factor * value
+            data = with_parameter(data, dotted, int(round(linked)) if isinstance(current, int) else linked)
+        return data
 
     def grid(self, full: bool = False) -> list[float]:
         values = self.full_values if full and self.full_values else self.values
@@ -195,8 +210,6 @@ class Scenario(BaseModel):
         """Every grid value must give a valid scenario, checked before any work."""
         if self.sweep is None:
             return self
-        from .sweep import with_parameter
-
         data = self.model_dump(mode="json", exclude={"sweep"})
         for a, axis in enumerate(self.sweep.axes):
             section, _, key = axis.parameter.partition(".")
@@ -205,7 +218,7 @@ class Scenario(BaseModel):
                                               f"{getattr(self, section).kind!r} has no parameter {key!r}")
             for value in axis.grid(full=False) + axis.grid(full=True):
                 try:
-                    Scenario.model_validate(with_parameter(data, axis.parameter, value), context=info.context)
+                    Scenario.model_validate(axis.apply(data, value), context=info.context)
                 except ValidationError as exc:
                     problem = exc.errors()[0]
                     raise ParameterError("sweep", f"axes[{a}]: {axis.parameter} = {value} is invalid: "

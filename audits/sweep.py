@@ -143,7 +143,7 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
     tasks, variants = [], {}
     for a, axis in enumerate(sweep.axes):
         for i, value in enumerate(axis.grid(full)):
-            variants[a, i] = with_parameter(data, axis.parameter, value)
+            variants[a, i] = axis.apply(data, value)
             tasks += [(a, i, r) for r in range(sweep.replicates)]
     results: dict[tuple, dict] = {}
     ex = scenario.executor

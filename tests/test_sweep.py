@@ -84,3 +84,12 @@ def test_sweep_needs_a_sweep_block(tmp_path, quickstart_data, capsys):
     path.write_text(yaml.safe_dump(quickstart_data))
     assert main(["sweep", str(path), "--quiet"]) == 2
     assert "sweep: required" in capsys.readouterr().err
+
+
+def test_linked_parameters_follow_the_axis():
+    from audits.scenario import SweepAxis
+
+    axis = SweepAxis(parameter="population.n_items", values=[40, 80], linked={"population.ratings_per_user": 0.5})
+    data = {"population": {"n_items": 10, "ratings_per_user": 5}}
+    assert axis.apply(data, 80) == {"population": {"n_items": 80, "ratings_per_user": 40}}
+    assert axis.grid() == [40, 80] and all(isinstance(v, int) for v in axis.grid())
