@@ -177,27 +177,31 @@ def test_select_threshold_large_input_is_fast():
     assert d == 1 and np.isfinite(t)
 
 
-def _criterion(fp, fn, n0, n1, delta, alpha):
+def _criterion(fp, fn, n0, n1, delta, alpha, n_tests=1):
     if alpha is None:
         return epsilon_from_rates((fp + 0.5) / (n0 + 1.0), (fn + 0.5) / (n1 + 1.0), delta)
-    return epsilon_from_rates(_wilson_upper(fp, n0, alpha / 2), _wilson_upper(fn, n1, alpha / 2), delta)
+    level = alpha / 2 / n_tests  # Bonferroni over the candidate tests when simultaneous
+    return epsilon_from_rates(_wilson_upper(fp, n0, level), _wilson_upper(fn, n1, level), delta)
 
 
 _scores = st.lists(st.integers(-4, 4).map(float) | st.floats(-3, 3), min_size=1, max_size=25)
 
 
 @settings(max_examples=150, deadline=None)
-@given(s0=_scores, s1=_scores, delta=st.sampled_from([0.0, 0.01]), alpha=st.sampled_from([None, 0.05]))
-def test_select_threshold_maximises_criterion(s0, s1, delta, alpha):
+@given(s0=_scores, s1=_scores, delta=st.sampled_from([0.0, 0.01]), alpha=st.sampled_from([None, 0.05]),
+       simultaneous=st.booleans())
+def test_select_threshold_maximises_criterion(s0, s1, delta, alpha, simultaneous):
     # brute force over every candidate cut in both directions
     cand = np.append(np.unique(s0 + s1), np.inf)
+    n_tests = 2 * cand.size if simultaneous else 1
     best = max(
-        float(np.max(_criterion(*_brute_counts(s0, s1, cand, d), len(s0), len(s1), delta, alpha)))
+        float(np.max(_criterion(*_brute_counts(s0, s1, cand, d), len(s0), len(s1), delta, alpha, n_tests)))
         for d in (1, -1)
     )
-    t, d = select_threshold(s0, s1, delta, alpha=alpha)
+    t, d = select_threshold(s0, s1, delta, alpha=alpha, simultaneous=simultaneous)
     fp, fn = _brute_counts(s0, s1, [t], d)
-    assert float(_criterion(fp[0], fn[0], len(s0), len(s1), delta, alpha)) == pytest.approx(best, abs=1e-12)
+    got = float(_criterion(fp[0], fn[0], len(s0), len(s1), delta, alpha, n_tests))
+    assert got == pytest.approx(best, abs=1e-12)
 
 
 # --------------------------------------------------------------------------
@@ -289,3 +293,220 @@ def test_split_rejects_bad_input():
         split_epsilon_bound([0.0], [1.0], 0.05)
     with pytest.raises(ValueError):
         split_epsilon_bound(np.zeros(10), np.ones(10), 0.05, selection_fraction=1.0)
+
+
+# --------------------------------------------------------------------------
+# fixed tests: explicit threshold and Bonferroni grid
+
+from audits.estimators import (  # noqa: E402
+    bonferroni_epsilon_bound,
+    fixed_threshold_epsilon_bound,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_mu_lower_bound,
+    holm_adjust,
+    select_gdp_threshold,
+    split_gdp_bound,
+    violation_p_value,
+)
+
+
+def test_fixed_threshold_counts_every_run():
+    rng = np.random.default_rng(12)
+    s0, s1 = rng.laplace(0, 1, 5_000), rng.laplace(1, 1, 5_000)
+    res = fixed_threshold_epsilon_bound(s0, s1, threshold=1.0, direction=1, alpha=0.05)
+    fp, fn = threshold_counts(s0, s1, [1.0], 1)
+    assert (res.false_pos, res.false_neg, res.n_neg, res.n_pos) == (fp[0], fn[0], 5_000, 5_000)
+    assert res.epsilon_lb == pytest.approx(epsilon_lower_bound(fp[0], 5_000, fn[0], 5_000, 0.05))
+    assert res.ceiling == pytest.approx(ceiling(5_000, 5_000, 0.05))
+    assert res.strategy == "explicit" and res.method == "clopper-pearson"
+
+
+def test_fixed_threshold_laplace_valid_and_powerful():
+    # The likelihood-ratio test "x >= 1" of Lap(0, 1) vs Lap(1, 1) is fixed in
+    # advance, so P(ε_LB > 1) <= alpha = 1e-6. Expected ε_LB ≈ 0.95 (FPR = e^-1/2,
+    # 1 - FNR = 1/2, 10⁵ runs); < 0.8 needs a > 10 sd deviation (p ≪ 1e-9).
+    rng = np.random.default_rng(13)
+    s0, s1 = rng.laplace(0, 1, 100_000), rng.laplace(1, 1, 100_000)
+    res = fixed_threshold_epsilon_bound(s0, s1, 1.0, 1, alpha=1e-6)
+    assert 0.8 <= res.epsilon_lb <= 1.0
+
+
+def test_bonferroni_requires_a_data_independent_grid():
+    with pytest.raises(ValueError, match="score_range"):
+        bonferroni_epsilon_bound(np.zeros(10), np.ones(10), 0.05)
+    with pytest.raises(ValueError):
+        bonferroni_epsilon_bound(np.zeros(10), np.ones(10), 0.05, score_range=(1.0, 0.0))
+
+
+def test_bonferroni_matches_brute_force_over_the_grid():
+    rng = np.random.default_rng(14)
+    s0, s1 = rng.normal(0, 1, 3_000), rng.normal(1, 1, 3_000)
+    grid = np.linspace(-3, 4, 15)
+    res = bonferroni_epsilon_bound(s0, s1, 0.05, thresholds=grid)
+    per_test = 0.05 / (2 * grid.size)  # every (threshold, direction) pair
+    best = max(
+        float(epsilon_lower_bound(fp[0], 3_000, fn[0], 3_000, per_test))
+        for t in grid for d in (1, -1) for fp, fn in [_brute_counts(s0, s1, [t], d)]
+    )
+    assert res.epsilon_lb == pytest.approx(best)
+    assert res.strategy == "bonferroni" and res.threshold in grid
+    assert res.ceiling == pytest.approx(ceiling(3_000, 3_000, per_test))
+    same = bonferroni_epsilon_bound(s0, s1, 0.05, score_range=(-3, 4), grid_size=15)
+    assert same == res
+
+
+def test_bonferroni_null_gives_zero_and_separation_gives_ceiling():
+    # identical worlds: all 200 tests hold together w.p. >= 1 - 1e-6, so ε_LB = 0
+    rng = np.random.default_rng(15)
+    s0, s1 = rng.normal(0, 1, 20_000), rng.normal(0, 1, 20_000)
+    assert bonferroni_epsilon_bound(s0, s1, 1e-6, score_range=(-4, 4)).epsilon_lb == 0.0
+    res = bonferroni_epsilon_bound(np.zeros(1_000), np.ones(1_000), 0.05, thresholds=[0.5])
+    assert res.epsilon_lb == pytest.approx(res.ceiling)
+    assert res.ceiling < ceiling(1_000, 1_000, 0.05)  # the correction costs a little
+
+
+# --------------------------------------------------------------------------
+# Gaussian DP
+
+
+def test_gdp_known_value_mu_one():
+    assert gdp_epsilon(1.0, 1e-5) == pytest.approx(4.38, abs=0.01)
+    assert gdp_delta(gdp_epsilon(1.0, 1e-5), 1.0) == pytest.approx(1e-5, rel=1e-9)
+
+
+def test_gdp_delta_matches_dp_accounting_gaussian():
+    # Independent implementation: Google's dp_accounting privacy-loss classes.
+    GaussianPrivacyLoss = pytest.importorskip("dp_accounting.pld.privacy_loss_mechanism").GaussianPrivacyLoss
+
+    for sigma in (0.3, 1.0, 3.7):
+        ref = GaussianPrivacyLoss(sigma, sensitivity=1.0)
+        for eps in (0.0, 0.1, 1.0, 3.0, 10.0):
+            assert gdp_delta(eps, 1.0 / sigma) == pytest.approx(ref.get_delta_for_epsilon(eps), rel=1e-6, abs=1e-300)
+
+
+@settings(max_examples=100, deadline=None)
+@given(mu=st.floats(0.01, 8.0), log10_delta=st.floats(-12, -1))
+def test_gdp_round_trip(mu, log10_delta):
+    delta = 10.0 ** log10_delta
+    eps = gdp_epsilon(mu, delta)
+    if eps == 0.0:
+        assert delta >= gdp_delta(0.0, mu) * (1 - 1e-12)
+    else:
+        assert gdp_delta(eps, mu) == pytest.approx(delta, rel=1e-7)
+
+
+def test_gdp_delta_edges_and_stability():
+    assert gdp_delta(0.0, 1.0) == pytest.approx(2 * stats_norm_cdf(0.5) - 1)
+    assert gdp_delta(1.0, 0.0) == 0.0
+    assert gdp_delta(1.0, np.inf) == 1.0
+    d = gdp_delta(np.linspace(0, 40, 200), 2.0)
+    assert np.all(np.diff(d) < 0) and np.all(d > 0)  # no cancellation to 0 or below
+    assert gdp_delta(30.0, 2.0) == pytest.approx(3.3e-50, rel=0.5)  # tiny but exact in log space
+    assert gdp_epsilon(0.0, 1e-5) == 0.0 and gdp_epsilon(1.0, 0.0) == math.inf
+    assert gdp_epsilon(1.0, 0.5) == 0.0  # δ above δ(0) = 0.383
+    np.testing.assert_allclose(gdp_epsilon([1.0, 1.0], [1e-5, 1e-6]), [gdp_epsilon(1.0, 1e-5), gdp_epsilon(1.0, 1e-6)])
+
+
+def stats_norm_cdf(x):
+    from scipy.stats import norm
+
+    return float(norm.cdf(x))
+
+
+def test_gdp_mu_lower_bound_formula_and_clipping():
+    from scipy.stats import norm
+
+    fpr, fnr = cp_upper(300, 1_000, 0.025), cp_upper(200, 1_000, 0.025)
+    assert gdp_mu_lower_bound(300, 1_000, 200, 1_000, 0.05) == pytest.approx(norm.isf(fpr) - norm.ppf(fnr))
+    assert gdp_mu_lower_bound(200, 1_000, 300, 1_000, 0.05) == pytest.approx(norm.isf(fpr) - norm.ppf(fnr))
+    assert gdp_mu_lower_bound(500, 1_000, 500, 1_000, 0.05) == 0.0
+    assert gdp_mu_lower_bound(1_000, 1_000, 1_000, 1_000, 0.05) == 0.0  # rates of 1: no nan
+
+
+def test_split_gdp_perfect_separation_reaches_ceiling():
+    res = split_gdp_bound(np.zeros(2_000), np.ones(2_000), alpha=0.05, delta=1e-5)
+    assert res.method == "gdp" and res.strategy == "split"
+    assert (res.false_pos, res.false_neg) == (0, 0)
+    assert res.mu_lb == pytest.approx(res.mu_ceiling)
+    assert res.mu_ceiling == pytest.approx(gdp_mu_lower_bound(0, 1_000, 0, 1_000, 0.05))
+    assert res.epsilon_lb == pytest.approx(res.ceiling) and res.ceiling == pytest.approx(
+        gdp_epsilon(res.mu_ceiling, 1e-5))
+    d = res.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert type(d["mu_lb"]) is float and type(d["mu_ceiling"]) is float
+
+
+def test_split_gdp_gaussian_valid_and_tight():
+    # Gaussian mechanism σ = 2 (μ = 0.5): exactly μ-GDP, so P(μ_LB > 0.5) <= alpha = 1e-6.
+    rng = np.random.default_rng(16)
+    s0, s1 = rng.normal(0, 2, 200_000), rng.normal(1, 2, 200_000)
+    res = split_gdp_bound(s0, s1, alpha=1e-6, delta=1e-5)
+    assert res.mu_lb <= 0.5 and res.epsilon_lb <= gdp_epsilon(0.5, 1e-5)
+    # Power: SE of μ̂ at a central cut with 10⁵ counted runs is ≈ 0.0056 per
+    # rate; the 1e-6 bounds cost ≈ 2·5.0·0.0056 ≈ 0.056, so μ_LB ≈ 0.44;
+    # below 0.38 needs a > 7 sd miss (p < 1e-11).
+    assert res.mu_lb >= 0.38
+
+
+def test_split_gdp_needs_positive_delta():
+    with pytest.raises(ValueError, match="delta > 0"):
+        split_gdp_bound(np.zeros(10), np.ones(10), 0.05, 0.0)
+
+
+def test_simultaneous_selection_avoids_tail_cuts():
+    # Laplace (scale 2, ε = 0.5): every cut t >= 1 (and t <= 0) has the same
+    # likelihood-ratio bound, so the per-cut criterion is maximised by noise,
+    # here at a tail cut (t ≈ -9.2, seed 0); the simultaneous criterion keeps
+    # to the well-populated cuts near the two neighbours.
+    rng = np.random.default_rng(0)
+    s0, s1 = rng.laplace(0, 2, 50_000), rng.laplace(1, 2, 50_000)
+    t, _ = select_threshold(s0, s1, alpha=0.05)
+    assert -0.5 < t < 1.5
+    t_naive, _ = select_threshold(s0, s1, alpha=0.05, simultaneous=False)
+    assert t_naive < -5
+    # Gaussian in μ terms: every cut has the same μ; the simultaneous pick is central.
+    s0, s1 = rng.normal(0, 2, 50_000), rng.normal(1, 2, 50_000)
+    t, _ = select_gdp_threshold(s0, s1, 0.05)
+    assert -2.0 < t < 3.0
+
+
+# --------------------------------------------------------------------------
+# p-values and Holm
+
+
+def test_holm_adjust_matches_statsmodels_and_step_down():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    reject, adjusted = holm_adjust(p, 0.05)
+    # Holm: sorted p 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, running max
+    np.testing.assert_allclose(adjusted, [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_array_equal(reject, [True, False, False, True])
+    with pytest.raises(ValueError):
+        holm_adjust([1.5], 0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(20, 5_000),
+    fp_frac=st.floats(0.0, 0.6),
+    fn_frac=st.floats(0.0, 0.6),
+    claim=st.floats(0.0, 3.0),
+    delta=st.sampled_from([0.0, 1e-3]),
+    log10_alpha=st.floats(-8, -0.5),
+)
+def test_violation_p_value_equivalence(n, fp_frac, fn_frac, claim, delta, log10_alpha):
+    fp, fn = int(fp_frac * n), int(fn_frac * n)
+    p = violation_p_value(fp, n, fn, n, claim, delta)
+    alpha = 10.0 ** log10_alpha
+    if abs(math.log(alpha) - math.log(p)) < 1e-6:  # on the boundary itself
+        return
+    assert (p < alpha) == (epsilon_lower_bound(fp, n, fn, n, alpha, delta) > claim)
+
+
+def test_violation_p_value_edges():
+    assert violation_p_value(500, 1_000, 500, 1_000, 0.0) == 1.0  # no evidence at all
+    assert violation_p_value(0, 100_000, 0, 100_000, 1.0) < 1e-100  # overwhelming
+    p = violation_p_value(2_000, 10_000, 5_000, 10_000, 0.8)  # ≈ 1e-4
+    assert 1e-6 < p < 1e-2
+    assert epsilon_lower_bound(2_000, 10_000, 5_000, 10_000, p * 1.001) > 0.8
+    assert epsilon_lower_bound(2_000, 10_000, 5_000, 10_000, p * 0.999) <= 0.8

@@ -1,0 +1,219 @@
+"""One-run audits: many canaries, one run of the mechanism.
+
+Steinke, Nasr, Jagielski (2023), "Privacy auditing with one (1) training
+run" (NeurIPS 2023), Theorem 3.1 / Proposition 5.7, as summarised in
+/work/shared/AUDITING.md ("One-run audit"). Insert ``m`` canaries, each
+included independently with probability ½; run the mechanism once; guess
+"in" for the ``k_pos`` highest-scoring canaries, "out" for the ``k_neg``
+lowest, abstain on the rest. With ``r = k_pos + k_neg`` guesses of which
+``v`` are right and ``q = e^ε / (1 + e^ε)``, an (ε, δ)-DP mechanism has
+
+    P[V ≥ v] ≤ p = min(1, β + α*·2mδ),
+    β  = P[Bin(r, q) ≥ v],
+    α* = max_{1≤i≤v} P[v > Bin(r, q) ≥ v − i] / i.
+
+The guess counts ``k_pos``/``k_neg`` must be fixed before looking at the
+scores and inclusion bits (e.g. a fixed fraction of ``m``); choosing them to
+maximise the bound on the same canaries invalidates it, so this module offers
+no such search.
+
+All functions are pure; randomness only through a passed ``np.random.Generator``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import optimize, stats
+from scipy.special import expit, logit
+
+__all__ = [
+    "DEFAULT_GUESS_FRACTION",
+    "OneRunResult",
+    "one_run_p_value",
+    "one_run_epsilon_lower_bound",
+    "one_run_ceiling",
+    "default_guess_counts",
+    "one_run_audit",
+]
+
+#: Default guesses per side as a fraction of the canaries: ``k_pos = k_neg = ⌊f·m⌋``.
+DEFAULT_GUESS_FRACTION = 0.25
+
+
+def _check_counts(r: int, v: int, m: int) -> tuple[int, int, int]:
+    r, v, m = int(r), int(v), int(m)
+    if not (0 <= v <= r <= m) or m < 1:
+        raise ValueError(f"need 0 <= v <= r <= m and m >= 1, got r={r}, v={v}, m={m}")
+    return r, v, m
+
+
+def _check_alpha(alpha: float) -> float:
+    if not (0.0 < float(alpha) < 1.0):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+def _check_delta(delta: float) -> float:
+    if not (0.0 <= float(delta) < 1.0):
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+    return float(delta)
+
+
+def one_run_p_value(r: int, v: int, epsilon: float, delta: float, m: int) -> float:
+    """``p = min(1, β + α*·2mδ)``, Steinke, Nasr, Jagielski (2023), Prop. 5.7 (AUDITING.md).
+
+    A valid p-value for "the mechanism is (ε, δ)-DP" given ``v`` correct
+    guesses out of ``r`` on ``m`` canaries. The maximum over ``i`` is taken on
+    one vector of binomial cdf values:
+    ``P[v > Bin ≥ v − i] = F(v − 1) − F(v − i − 1)``.
+    """
+    r, v, m = _check_counts(r, v, m)
+    delta = _check_delta(delta)
+    if epsilon < 0:
+        raise ValueError("epsilon must be >= 0")
+    if v == 0:
+        return 1.0
+    q = float(expit(epsilon))
+    beta = float(stats.binom.sf(v - 1, r, q))  # P[Bin ≥ v]
+    if delta == 0.0:
+        return min(1.0, beta)
+    i = np.arange(1, v + 1)
+    cdf = stats.binom.cdf(np.arange(-1, v), r, q)  # cdf[j + 1] = P[Bin ≤ j], j = −1..v−1
+    window = cdf[v] - cdf[v - i]  # P[v − i ≤ Bin ≤ v − 1]
+    alpha_star = float(np.max(window / i))
+    return min(1.0, beta + alpha_star * 2.0 * m * delta)
+
+
+def _epsilon_bracket(r: int, alpha: float) -> float:
+    """An ε with ``p ≥ alpha`` for every ``v ≤ r``: ``p ≥ β ≥ P[Bin(r, q) = r] = q^r``."""
+    return float(logit(alpha ** (1.0 / r))) if r > 0 else 0.0
+
+
+def one_run_epsilon_lower_bound(r: int, v: int, m: int, alpha: float, delta: float = 0.0) -> float:
+    """Largest ε whose (ε, δ)-DP hypothesis is rejected at level alpha: ``sup{ε : p(ε) < alpha}``.
+
+    Steinke, Nasr, Jagielski (2023), Algorithm 1 (AUDITING.md). ``p`` grows
+    with ε (β does, and the maximum over ``i`` did for every (r, v, m, δ) we
+    checked — tests/test_one_run.py), so the set is an interval from 0 and
+    the edge is found by root-finding on ``[0, logit(alpha^(1/r))]`` (at the
+    upper end ``p ≥ q^r ≥ alpha``). Returns 0 when even ε = 0 is not rejected.
+    """
+    r, v, m = _check_counts(r, v, m)
+    alpha = _check_alpha(alpha)
+    delta = _check_delta(delta)
+    if v == 0 or one_run_p_value(r, v, 0.0, delta, m) >= alpha:
+        return 0.0
+    hi = _epsilon_bracket(r, alpha)
+    if one_run_p_value(r, v, hi, delta, m) < alpha:  # cannot happen (p ≥ q^r); guard anyway
+        return hi
+    return float(optimize.brentq(lambda e: one_run_p_value(r, v, e, delta, m) - alpha, 0.0, hi,
+                                 xtol=1e-10, rtol=1e-12, maxiter=500))
+
+
+def one_run_ceiling(r: int, m: int, alpha: float, delta: float = 0.0) -> float:
+    """The bound when all ``r`` guesses are right: the most ``r`` guesses can show."""
+    return one_run_epsilon_lower_bound(r, r, m, alpha, delta)
+
+
+def default_guess_counts(m: int, fraction: float = DEFAULT_GUESS_FRACTION) -> tuple[int, int]:
+    """``(k_pos, k_neg) = (⌊f·m⌋, ⌊f·m⌋)``: a data-independent choice of guess counts."""
+    if not (0.0 < fraction <= 0.5):
+        raise ValueError("fraction must be in (0, 0.5]")
+    k = int(math.floor(fraction * int(m)))
+    return k, k
+
+
+@dataclass(frozen=True)
+class OneRunResult:
+    """A one-run ε lower bound, its ceiling, and the guess counts that produced it."""
+
+    epsilon_lb: float
+    ceiling: float
+    alpha: float
+    delta: float
+    r: int
+    v: int
+    m: int
+    k_pos: int
+    k_neg: int
+    method: str = "one-run"
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict."""
+        d = asdict(self)
+        for key in ("epsilon_lb", "ceiling", "alpha", "delta"):
+            d[key] = float(d[key])
+        for key in ("r", "v", "m", "k_pos", "k_neg"):
+            d[key] = int(d[key])
+        return d
+
+
+def _guesses(scores: np.ndarray, k_pos: int, k_neg: int, rng) -> np.ndarray:
+    """+1 ("in") for the top ``k_pos`` scores, 0 ("out") for the bottom ``k_neg``, −1 abstain.
+
+    Ties are broken by canary index (stable sort), or at random if ``rng``
+    is given — either way independently of the inclusion bits.
+    """
+    m = scores.size
+    tiebreak = np.arange(m) if rng is None else np.random.default_rng(rng).permutation(m)
+    order = np.lexsort((tiebreak, scores))  # ascending score, then tie-break key
+    guess = np.full(m, -1, dtype=np.int8)
+    guess[order[:k_neg]] = 0
+    guess[order[m - k_pos:]] = 1
+    return guess
+
+
+def one_run_audit(
+    scores,
+    included,
+    k_pos: int | None = None,
+    k_neg: int | None = None,
+    alpha: float = 0.05,
+    delta: float = 0.0,
+    rng=None,
+) -> OneRunResult:
+    """One-run audit of Steinke, Nasr, Jagielski (2023) from canary scores and inclusion bits.
+
+    ``scores[j]`` is the attack's score of canary ``j`` (higher = more likely
+    included), ``included[j]`` its true inclusion bit (drawn independently
+    with probability ½ before the run). Guess "in" for the top ``k_pos``,
+    "out" for the bottom ``k_neg`` (defaults: :func:`default_guess_counts`);
+    ``k_pos``/``k_neg`` must be fixed before the data are seen. ``v`` counts
+    correct guesses; the bound is :func:`one_run_epsilon_lower_bound` and the
+    ceiling the same with all ``r`` guesses right. ``rng`` (optional) breaks
+    score ties at random instead of by index.
+    """
+    s = np.asarray(scores, dtype=float).ravel()
+    b = np.asarray(included).ravel()
+    if s.size == 0 or s.size != b.size:
+        raise ValueError("scores and included must be non-empty and of equal length")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    if not np.isin(b, (0, 1)).all():
+        raise ValueError("included must hold 0/1 bits")
+    m = s.size
+    default_pos, default_neg = default_guess_counts(m)
+    k_pos = default_pos if k_pos is None else int(k_pos)
+    k_neg = default_neg if k_neg is None else int(k_neg)
+    if k_pos < 0 or k_neg < 0 or k_pos + k_neg > m:
+        raise ValueError("need k_pos, k_neg >= 0 and k_pos + k_neg <= m")
+    alpha = _check_alpha(alpha)
+    delta = _check_delta(delta)
+    guess = _guesses(s, k_pos, k_neg, rng)
+    made = guess >= 0
+    r = int(made.sum())
+    v = int(np.sum(guess[made] == b[made].astype(np.int8)))
+    return OneRunResult(
+        epsilon_lb=one_run_epsilon_lower_bound(r, v, m, alpha, delta),
+        ceiling=one_run_ceiling(r, m, alpha, delta),
+        alpha=alpha,
+        delta=delta,
+        r=r,
+        v=v,
+        m=m,
+        k_pos=k_pos,
+        k_neg=k_neg,
+    )
