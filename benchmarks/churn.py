@@ -92,7 +92,7 @@ def main() -> None:
                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
         rows[case] = json.loads(out.stdout)
     base = rows["bare_simpy"]["users"] / rows["bare_simpy"]["seconds"]
-    print(f"| case | users | seconds | users/s | peak RSS MB | users/s vs bare SimPy |")
+    print("| case | users | seconds | users/s | peak RSS MB | users/s vs bare SimPy |")
     print("|---|---:|---:|---:|---:|---:|")
     for case, r in rows.items():
         speed = r["users"] / r["seconds"]

@@ -41,7 +41,7 @@ import numpy as np
 from annotated_types import Ge, Gt
 
 from . import bit_release
-from .base import LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
 
@@ -189,15 +189,7 @@ class AdaptiveMaxSense(LocalMechanism):
 
 
 @dataclass
-class AdaptiveMaxSenseBroken(AdaptiveMaxSense):
+class AdaptiveMaxSenseBroken(LeakyRandomizer, AdaptiveMaxSense):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    leak_factor: Annotated[float, Ge(1)] = 2.0
     name: str = field(default="adaptive_maxsense_broken", init=False, repr=False)
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        return self.leak_factor * self.epsilon
-
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"leak_factor": self.leak_factor}

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from annotated_types import Ge
 
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
@@ -143,3 +144,21 @@ class LocalMechanism(ABC):
     def describe(self) -> dict[str, Any]:
         """Parameters for reports."""
         return {"name": self.name}
+
+
+@dataclass
+class LeakyRandomizer:
+    """Mixin for negative controls: claims ``epsilon`` but randomizes with ``leak_factor * epsilon``.
+
+    Put it first among the bases (``class XBroken(LeakyRandomizer, X)``) so
+    its ``randomizer_epsilon`` wins; the claim stays the parent's.
+    """
+
+    leak_factor: Annotated[float, Ge(1)] = 2.0
+
+    @property
+    def randomizer_epsilon(self) -> float:
+        return self.leak_factor * self.epsilon
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"leak_factor": self.leak_factor}

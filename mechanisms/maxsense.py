@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import numpy as np
-from annotated_types import Ge, Gt
+from annotated_types import Gt
 
 from . import bit_release
-from .base import LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
 
@@ -77,15 +77,7 @@ class MaxSense(LocalMechanism):
 
 
 @dataclass
-class MaxSenseBroken(MaxSense):
+class MaxSenseBroken(LeakyRandomizer, MaxSense):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    leak_factor: Annotated[float, Ge(1)] = 2.0
     name: str = field(default="maxsense_broken", init=False, repr=False)
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        return self.leak_factor * self.epsilon
-
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"leak_factor": self.leak_factor}

@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from annotated_types import Ge, Gt
+from annotated_types import Gt
 
 from . import bit_release
-from .base import LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .clustering import kmeans
 
 #: seed of the k-means generator inside ``estimate`` (fixed: estimates are deterministic)
@@ -177,15 +177,7 @@ class PairwisePreference(LocalMechanism):
 
 
 @dataclass
-class PairwisePreferenceBroken(PairwisePreference):
+class PairwisePreferenceBroken(LeakyRandomizer, PairwisePreference):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    leak_factor: Annotated[float, Ge(1)] = 2.0
     name: str = field(default="pairwise_preference_broken", init=False, repr=False)
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        return self.leak_factor * self.epsilon
-
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"leak_factor": self.leak_factor}

@@ -9,42 +9,23 @@ alpha = 1e-6.
 import numpy as np
 import pytest
 
-from attacks.likelihood_ratio import LikelihoodRatioAttack
-from audits.estimators import split_epsilon_bound
 from audits.scenario import Scenario
 from audits.utility import clustering_accuracy
 from mechanisms import MECHANISMS, MaxSense, UserBatch, WorldInfo, bit_release
 from mechanisms.adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken, waterfill
 from simulator.churn import Churn, simulate
-from simulator.neighbours import local_target_pair, target_messages_view
-from simulator.population import SBMPopulation
+from tests.ldp_helpers import audit, sbm_population
+from tests.ldp_helpers import feed as _feed
 
 Z = 6.0  # standard errors: P(|N(0,1)| > 6) = 2e-9
 
 
 def scarce_population(n_items=40, w=10, b=((0.95, 0.05), (0.8, 0.05))):
-    return SBMPopulation(n_items=n_items, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
-                         like_probability=[list(r) for r in b], ratings_per_user=w)
+    return sbm_population(n_items, w, b)
 
 
-def feed(mechanism, population, catalogue, users, rng, batch=1_000):
-    state = mechanism.init_state(WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters))
-    for start in range(0, users, batch):
-        _, rows = population.sample_users(min(batch, users - start), catalogue, rng)
-        queries = mechanism.make_queries(len(rows), rng, state, rows.rated)
-        state = mechanism.aggregate(state, queries, mechanism.release(mechanism.sketch(rows, queries), rng))
-    return state
-
-
-def audit(mechanism, population, seed, trials=200_000, alpha=1e-6):
-    rng = np.random.default_rng(seed)
-    catalogue = population.catalogue(rng)
-    pair = local_target_pair(population, catalogue, mechanism, 1, rng)
-    attack = LikelihoodRatioAttack()
-    scores = [attack.scores(mechanism, pair, target_messages_view(mechanism, pair, w, trials,
-                                                                  np.random.default_rng([seed, w])))
-              for w in (0, 1)]
-    return pair, split_epsilon_bound(scores[0], scores[1], alpha=alpha)
+def feed(*args, batch=1000, **kwargs):
+    return _feed(*args, batch=batch, **kwargs)
 
 
 # ---------------------------------------------------------------- registry and parameters

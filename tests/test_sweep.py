@@ -1,7 +1,6 @@
 import json
 
 import numpy as np
-import pytest
 
 from audits.cli import main
 from audits.sweep import fit_slope, with_parameter
