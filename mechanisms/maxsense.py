@@ -52,7 +52,7 @@ class MaxSense(LocalMechanism):
 
     def make_queries(self, n_users: int, rng: np.random.Generator, state: MaxSenseState,
                      rated: np.ndarray | None = None) -> np.ndarray:
-        return rng.random((n_users, state.world.n_items)) < state.sensing_probability
+        return rng.random((n_users, state.world.n_items), dtype=np.float32) < state.sensing_probability
 
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
         return np.any(users.liked & queries, axis=1)[:, None]

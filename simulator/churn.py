@@ -60,7 +60,7 @@ class _Run:
     """
 
     def __init__(self, population, catalogue: Catalogue, mechanism: LocalMechanism, churn: Churn,
-                 root: np.random.SeedSequence, record_every_release: bool):
+                 root: np.random.SeedSequence):
         self.population, self.catalogue, self.mechanism, self.churn = population, catalogue, mechanism, churn
         self.rng_churn = stream(root, "churn")
         self.rng_users = stream(root, "users")
@@ -68,7 +68,6 @@ class _Run:
         self.rng_randomizer = stream(root, "randomizer")
         world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
         self.state = mechanism.init_state(world)
-        self.record_every_release = record_every_release
         self.arrival: list[np.ndarray] = []
         self.departure: list[np.ndarray] = []
         self.cluster: list[np.ndarray] = []
@@ -135,7 +134,9 @@ class _Run:
             self.release(env.now)
 
     def release(self, now: float) -> None:
-        users_seen = getattr(self.state, "users_seen", sum(a[1].size for a in self.answers))
+        users_seen = getattr(self.state, "users_seen", None)
+        if users_seen is None:
+            users_seen = sum(a[1].size for a in self.answers)
         self.releases.append(Release(now, int(users_seen), self.mechanism.estimate(self.state)))
 
     def transcript(self) -> Transcript:
@@ -161,7 +162,7 @@ def simulate(population, catalogue: Catalogue, mechanism: LocalMechanism, churn:
     The server releases every ``release_interval`` and once more at the
     horizon if the last scheduled release fell before it.
     """
-    run = _Run(population, catalogue, mechanism, churn, root, record_every_release=True)
+    run = _Run(population, catalogue, mechanism, churn, root)
     env = simpy.Environment()
     # start order fixes the order of same-time events: arrivals, then queries, then releases
     env.process(run.arrivals(env))

@@ -31,9 +31,23 @@ def _sizes_from_weights(weights: np.ndarray, total: int) -> np.ndarray:
 
 
 def _draw_rated(n_users: int, n_items: int, w: int, rng: np.random.Generator) -> np.ndarray:
-    """``w`` distinct items per user, uniformly at random: shape (n_users, w)."""
-    keys = rng.random((n_users, n_items))
-    return np.argpartition(keys, w - 1, axis=1)[:, :w] if w < n_items else np.tile(np.arange(n_items), (n_users, 1))
+    """``w`` distinct items per user, uniformly at random: shape (n_users, w).
+
+    For ``w`` small against ``n_items``, draw with replacement and redraw the
+    rows that hold a repeat (a few rounds, O(n w log w)); otherwise take the
+    ``w`` smallest of ``n_items`` uniform keys per user (O(n N)).
+    """
+    if w >= n_items:
+        return np.tile(np.arange(n_items), (n_users, 1))
+    if w * w > n_items:
+        return np.argpartition(rng.random((n_users, n_items)), w - 1, axis=1)[:, :w]
+    items = np.sort(rng.integers(0, n_items, (n_users, w)), axis=1)
+    redo = np.flatnonzero((np.diff(items, axis=1) == 0).any(axis=1))
+    while redo.size:
+        fresh = np.sort(rng.integers(0, n_items, (redo.size, w)), axis=1)
+        items[redo] = fresh
+        redo = redo[(np.diff(fresh, axis=1) == 0).any(axis=1)]
+    return items
 
 
 @dataclass

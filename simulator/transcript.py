@@ -41,7 +41,9 @@ class Transcript:
 
     @property
     def n_answered_users(self) -> int:
-        return np.unique(self.answer_user).size
+        answered = np.zeros(self.n_users, dtype=bool)
+        answered[self.answer_user] = True
+        return int(answered.sum())
 
     def present_at(self, time: float) -> np.ndarray:
         """Ids of the users present at ``time``."""
