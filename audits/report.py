@@ -184,15 +184,18 @@ def _plot_accuracy(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([p["users_seen"] for p in curve], [p["accuracy"] for p in curve], marker="o")
-    ax.set_xlabel("users seen by the server")
-    ax.set_ylabel("item clustering accuracy")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"{report['scenario']['name']}: {report['scenario']['mechanism']['kind']}, "
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, key, label in ((axes[0], "time", "time"), (axes[1], "users_seen", "users seen by the server")):
+        ax.plot([p[key] for p in curve], [p["accuracy"] for p in curve], marker="o")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[1].xaxis.set_major_formatter(matplotlib.ticker.EngFormatter())
+    axes[0].set_ylabel("item clustering accuracy")
+    axes[0].set_ylim(0, 1.02)
+    fig.suptitle(f"{report['scenario']['name']}: {report['scenario']['mechanism']['kind']}, "
                  f"ε = {report['claim']['epsilon']:g}")
-    ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
