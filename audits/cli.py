@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .runner import ProgressMismatch
 from .yamlio import ScenarioError
 
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT = 0, 1, 2
@@ -77,8 +78,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
-    result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
-                          workers=args.workers, report=say)
+    try:
+        result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
+                              workers=args.workers, report=say)
+    except ProgressMismatch as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
     report = write_reports(result, out)
     a = report["audit"]
     print(f"{scenario.name}: claim ε={report['claim']['epsilon']:g} (δ={report['claim']['delta']:g}); "
@@ -99,14 +104,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.workers is not None and args.workers < 1:
+        print("--workers: must be >= 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if scenario.sweep is None:
         print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
-    result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
-                       workers=args.workers, report=say)
+    try:
+        result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
+                           workers=args.workers, report=say)
+    except ProgressMismatch as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
     write_sweep_reports(result, out)
     print((out / "sweep.md").read_text())
     return EXIT_OK

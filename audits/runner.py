@@ -91,6 +91,10 @@ def trial_block(mechanism: LocalMechanism, attacks: list[DistinguishingAttack], 
     return {"scores": np.stack([[a.scores(mechanism, pair, v) for v in views] for a in attacks])}
 
 
+class ProgressMismatch(RuntimeError):
+    """Saved progress in the output folder belongs to another scenario or seed."""
+
+
 class Progress:
     """Finished trial blocks on disk, written atomically, keyed by the scenario's fingerprint."""
 
@@ -103,7 +107,7 @@ class Progress:
         if stamp.exists() and resume:
             previous = json.loads(stamp.read_text())["fingerprint"]
             if previous != fingerprint:
-                raise RuntimeError(f"{directory}: saved progress belongs to another scenario or seed "
+                raise ProgressMismatch(f"{directory}: saved progress belongs to another scenario or seed "
                                    f"({previous} != {fingerprint}); remove it or run without --resume")
         else:
             for old in directory.glob("block-*.npz"):

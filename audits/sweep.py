@@ -28,6 +28,7 @@ from simulator.population import POPULATIONS
 from simulator.seeds import child_seed, stream
 
 from .executors import open_executor
+from .runner import ProgressMismatch
 from .scenario import Scenario, build
 from .utility import clustering_accuracy
 
@@ -135,7 +136,8 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         key = {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}
         if not resume or not stamp.exists() or json.loads(stamp.read_text()) != key:
             if resume and stamp.exists():
-                raise RuntimeError(f"{progress}: saved progress belongs to another scenario or grid")
+                raise ProgressMismatch(f"{progress}: saved progress belongs to another scenario or grid; "
+                                       f"remove it or run without --resume")
             for old in progress.glob("task-*.json"):
                 old.unlink()
             _atomic_json(stamp, key)
@@ -177,9 +179,9 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
                     xs.append(value)
                     us.append(res["u_star"])
         fit = fit_slope(np.array(xs), np.array(us))
-        has_theory = all(t is not None for t in theory_u)
-        fit["theory_slope"] = fit_slope(np.array(values), np.array(theory_u))["slope"] if has_theory and \
-            len(values) >= 3 else (float(np.polyfit(np.log(values), np.log(theory_u), 1)[0]) if has_theory else None)
+        # the theory has no noise: its slope on the grid is the least-squares line through its points
+        fit["theory_slope"] = (float(np.polyfit(np.log(values), np.log(theory_u), 1)[0])
+                               if all(t is not None for t in theory_u) else None)
         fit["censored"] = sum(1 for p in points if p["parameter"] == axis.parameter and p["u_star"] is None)
         fit["parameter"] = axis.parameter
         fit["values"] = list(values)

@@ -41,7 +41,7 @@ import numpy as np
 from annotated_types import Ge, Gt
 
 from . import bit_release
-from .base import LeakyRandomizer, LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
 
@@ -102,15 +102,6 @@ class AdaptiveMaxSense(LocalMechanism):
     focus: Annotated[float, Ge(1)] = 4.0
     update_every: Annotated[int, Ge(1)] = 1000
     name: str = field(default="adaptive_maxsense", init=False, repr=False)
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        """The budget the randomizer actually spends per sketch."""
-        return self.epsilon
 
     def init_state(self, world: WorldInfo) -> AdaptiveMaxSenseState:
         p = min(1.0, self.theta / world.ratings_per_user)

@@ -98,10 +98,17 @@ class LocalMechanism(ABC):
 
     name: str = ""
 
+    epsilon: float  # every local mechanism here is parameterised by its per-user budget
+
     @property
-    @abstractmethod
     def claim(self) -> PrivacyClaim:
-        """The promise, derived from the mechanism's parameters."""
+        """The promise, derived from the parameters: epsilon-LDP per user (replace); override for others."""
+        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
+
+    @property
+    def randomizer_epsilon(self) -> float:
+        """The budget the randomizer actually spends per released bit (negative controls override it)."""
+        return self.epsilon
 
     @abstractmethod
     def make_queries(self, n_users: int, rng: np.random.Generator, state: Any,

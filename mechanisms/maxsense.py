@@ -15,7 +15,7 @@ import numpy as np
 from annotated_types import Gt
 
 from . import bit_release
-from .base import LeakyRandomizer, LocalMechanism, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
 
@@ -36,15 +36,6 @@ class MaxSense(LocalMechanism):
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0
     name: str = field(default="maxsense", init=False, repr=False)
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        """The budget the randomizer actually spends per sketch."""
-        return self.epsilon
 
     def init_state(self, world: WorldInfo) -> MaxSenseState:
         p = min(1.0, self.theta / world.ratings_per_user)

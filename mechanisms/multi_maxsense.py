@@ -35,7 +35,7 @@ import numpy as np
 from annotated_types import Ge, Gt
 
 from . import bit_release
-from .base import LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .base import LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
 
@@ -86,10 +86,6 @@ class MultiMaxSense(LocalMechanism):
     def n_sketches(self) -> int:
         """``Q``: the ``sketches`` parameter, or ``ceil(epsilon)`` when unset."""
         return int(self.sketches) if self.sketches is not None else max(1, math.ceil(self.epsilon))
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
 
     @property
     def published_bit_epsilon(self) -> float:

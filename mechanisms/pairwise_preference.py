@@ -46,7 +46,7 @@ import numpy as np
 from annotated_types import Gt
 
 from . import bit_release
-from .base import LeakyRandomizer, LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .base import LeakyRandomizer, LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans
 
 #: seed of the k-means generator inside ``estimate`` (fixed: estimates are deterministic)
@@ -101,15 +101,6 @@ class PairwisePreference(LocalMechanism):
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:  # the schema checks it too; this guards direct construction
             raise ParameterError("statistic", f"must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        """The budget the randomizer actually spends on the sketch bit."""
-        return self.epsilon
 
     def init_state(self, world: WorldInfo) -> PairwiseState:
         n = world.n_items

@@ -122,15 +122,21 @@ class RatingsFilePopulation:
         self.path = Path(self.path)
         if not self.path.is_file():
             raise ParameterError("path", f"ratings file not found: {self.path}")
+        import pandas as pd
+
+        try:
+            columns = set(pd.read_csv(self.path, nrows=0).columns)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ParameterError("path", f"{self.path}: not a readable CSV ({exc})") from None
+        missing = {"user", "item", "rating"} - columns
+        if missing:
+            raise ParameterError("path", f"{self.path}: missing columns {sorted(missing)} (need user,item,rating)")
 
     def _load(self) -> tuple[UserBatch, int]:
         if self._table is None:
             import pandas as pd
 
             frame = pd.read_csv(self.path)
-            missing = {"user", "item", "rating"} - set(frame.columns)
-            if missing:
-                raise ValueError(f"{self.path}: missing columns {sorted(missing)}")
             users, user_idx = np.unique(frame["user"].to_numpy(), return_inverse=True)
             items, item_idx = np.unique(frame["item"].to_numpy(), return_inverse=True)
             rated = np.zeros((users.size, items.size), dtype=bool)

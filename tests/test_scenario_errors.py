@@ -97,3 +97,31 @@ def test_list_names_the_registries(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "maxsense_broken" in out and "likelihood_ratio" in out and "sbm" in out
+
+
+def test_ratings_file_without_the_needed_columns(tmp_path, capsys):
+    (tmp_path / "r.csv").write_text("uid,iid,score\n1,2,3\n")
+    path = tmp_path / "s.yaml"
+    path.write_text("name: f\nseed: 1\npopulation:\n  kind: ratings_file\n  path: r.csv\n"
+                    "mechanism: {kind: maxsense, epsilon: 1.0}\n")
+    code, lines = run_validate(capsys, path)
+    assert code == 2 and lines[0].startswith(f"{path}:5: population.path: ")
+    assert "missing columns ['item', 'rating', 'user']" in lines[0]
+
+
+def test_resuming_someone_elses_progress_is_a_clear_error(tmp_path, capsys, quickstart_text):
+    import yaml
+
+    from tests.conftest import small_world
+
+    data = small_world(yaml.safe_load(quickstart_text), 2_000)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    data["seed"] += 1
+    path.write_text(yaml.safe_dump(data))
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "saved progress belongs to another scenario or seed" in err and "Traceback" not in err
