@@ -38,6 +38,9 @@ class PrivacyClaim:
     model: Model = "local"
     unit: Unit = "user"
     neighbouring: Neighbouring = "replace"
+    #: the Gaussian trade-off curve the claim implies (mu-GDP), when it has one; estimators
+    #: that convert through a Gaussian curve refuse claims without it
+    gaussian_mu: float | None = None
 
     def __post_init__(self) -> None:
         if not self.epsilon >= 0:
@@ -51,7 +54,10 @@ class PrivacyClaim:
         return PROTECTED_VIEW[self.model]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"view": self.view}
+        d = asdict(self) | {"view": self.view}
+        if self.gaussian_mu is None:
+            del d["gaussian_mu"]
+        return d
 
 
 @dataclass(frozen=True)
