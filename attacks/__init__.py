@@ -1,13 +1,13 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
-from .base import DistinguishingAttack
+from .base import Attack
 from .likelihood_ratio import LikelihoodRatioAttack
 
-ATTACKS: dict[str, type[DistinguishingAttack]] = {
+ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
 }
 
 
-def get_attack(kind: str) -> type[DistinguishingAttack]:
+def get_attack(kind: str) -> type[Attack]:
     """The attack class registered as ``kind``; the error lists valid names."""
     try:
         return ATTACKS[kind]
@@ -15,4 +15,4 @@ def get_attack(kind: str) -> type[DistinguishingAttack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "DistinguishingAttack", "LikelihoodRatioAttack", "get_attack"]
+__all__ = ["ATTACKS", "Attack", "LikelihoodRatioAttack", "get_attack"]

@@ -1,4 +1,4 @@
-"""The likelihood-ratio test on a target's released messages (Neyman–Pearson optimal)."""
+"""The likelihood-ratio test on an audited user's released messages (Neyman–Pearson optimal)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,27 +6,36 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mechanisms import LocalMechanism
-from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from simulator.neighbours import sketches_under
 
-from .base import DistinguishingAttack
+from .base import Attack
 
 
 @dataclass
-class LikelihoodRatioAttack(DistinguishingAttack):
+class LikelihoodRatioAttack(Attack):
     """Score = log P(messages | world 1) − log P(messages | world 0).
 
-    Uses the mechanism's *published* randomizer and the target's true sketches
-    in both worlds; for a known randomizer this is the most powerful test, so
-    the audit's bound is as tight as the trial count allows.
+    Uses the mechanism's *published* randomizer and the user's true sketches
+    in both worlds under each run's public queries; for a known randomizer
+    this is the most powerful test, so the audit's bound is as tight as the
+    trial count allows. Reads the ``messages`` view of local mechanisms.
     """
 
     name: str = field(default="likelihood_ratio", init=False, repr=False)
+    views = ("messages",)
 
-    def scores(self, mechanism: LocalMechanism, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism, pair, view) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"the likelihood-ratio attack reads the 'messages' view, got {view.kind!r}")
+        if not isinstance(mechanism, LocalMechanism):
+            raise ValueError(f"the likelihood-ratio attack needs a local randomizer; {mechanism.name} is not one")
         messages = view.messages
-        s0 = np.broadcast_to(pair.sketches[0], messages.shape)
-        s1 = np.broadcast_to(pair.sketches[1], messages.shape)
+        if pair.sketches is not None and all(q.shape[0] == 1 for q in view.queries):
+            s0, s1 = pair.sketches  # local replay: one fixed query for every run
+        else:
+            runs = np.arange(len(messages)) if len(pair) == len(messages) else np.zeros(len(messages), np.int64)
+            s0 = sketches_under(mechanism, pair.rows0.take(runs), view.queries)
+            s1 = sketches_under(mechanism, pair.rows1.take(runs), view.queries)
+        s0 = np.broadcast_to(s0, messages.shape)
+        s1 = np.broadcast_to(s1, messages.shape)
         return mechanism.message_log_likelihood(messages, s1) - mechanism.message_log_likelihood(messages, s0)

@@ -22,7 +22,7 @@ from scipy import stats
 from mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
 
 from .harness import as_seed_sequence, run_audit
-from .one_run import one_run_audit
+from .stats.one_run import one_run_audit
 
 __all__ = [
     "CoverageResult",
@@ -97,7 +97,7 @@ def ideal_canary_scores(mechanism, m: int, rng: np.random.Generator) -> tuple[np
 
 def one_run_coverage(mechanism, m: int = 1_000, guess_fraction: float = 0.5, audits: int = 200,
                      alpha: float = 0.05, seed=0, name: str = "") -> CoverageResult:
-    """Coverage of :func:`audits.one_run.one_run_audit` on ideal canaries at the claim's (ε, δ)."""
+    """Coverage of :func:`audits.stats.one_run.one_run_audit` on ideal canaries at the claim's (ε, δ)."""
     claim = mechanism.claim
     k = int(math.floor(guess_fraction * m))
     exceed = 0

@@ -5,8 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .runner import ProgressMismatch
-from .yamlio import ScenarioError
+from .io.store import ProgressMismatch
+from .io.yamlio import ScenarioError
 
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -50,7 +50,7 @@ def _cmd_list() -> int:
 
 
 def _cmd_validate(paths: list[Path]) -> int:
-    from .scenario import load_scenario
+    from .io.scenario import load_scenario
 
     failed = False
     for path in paths:
@@ -64,9 +64,9 @@ def _cmd_validate(paths: list[Path]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .report import write_reports
+    from .io.report import write_reports
     from .runner import run_scenario
-    from .scenario import load_scenario
+    from .io.scenario import load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
@@ -95,8 +95,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .report import write_sweep_reports
-    from .scenario import load_scenario
+    from .io.report import write_sweep_reports
+    from .io.scenario import load_scenario
     from .sweep import run_sweep
 
     try:

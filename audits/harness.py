@@ -2,8 +2,8 @@
 
 Runs a mechanism many times on each of two neighbouring dataset values,
 scores the outputs with an attack, and turns the scores into an ε lower
-bound (AUDITING.md, "Distinguishing game"): :func:`audits.estimators.split_epsilon_bound`
-(Clopper–Pearson, any mechanism) or :func:`audits.estimators.split_gdp_bound`
+bound (AUDITING.md, "Distinguishing game"): :func:`audits.stats.bounds.split_epsilon_bound`
+(Clopper–Pearson, any mechanism) or :func:`audits.stats.bounds.split_gdp_bound`
 (Gaussian DP, for Gaussian-like mechanisms). The claim is *violated* when
 ε_LB > ε_claimed; this is wrongly concluded for a mechanism that meets its
 claim with probability ≤ ``alpha``. So:
@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .estimators import BoundResult, split_epsilon_bound, split_gdp_bound
+from .stats.bounds import BoundResult, split_epsilon_bound, split_gdp_bound
 
 __all__ = ["METHODS", "AuditRun", "as_seed_sequence", "run_audit", "assert_dp", "assert_not_dp", "format_bound"]
 

@@ -11,11 +11,7 @@ formula (``mechanisms.theory``) has over the same grid.
 """
 from __future__ import annotations
 
-import copy
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,22 +24,9 @@ from simulator.population import POPULATIONS
 from simulator.seeds import child_seed, stream
 
 from .executors import open_executor
-from .runner import ProgressMismatch
-from .scenario import Scenario, build
+from .io.scenario import Scenario, build
+from .io.store import Progress
 from .utility import clustering_accuracy
-
-
-def with_parameter(data: dict, dotted: str, value) -> dict:
-    """A deep copy of scenario data with ``dotted`` (e.g. ``mechanism.epsilon``) set to ``value``."""
-    data = copy.deepcopy(data)
-    *parents, leaf = dotted.split(".")
-    node = data
-    for key in parents:
-        node = node[key]
-    if leaf not in node and not isinstance(node, dict):
-        raise KeyError(dotted)
-    node[leaf] = value
-    return data
 
 
 def sweep_task(data: dict, base_dir: str | None, axis: int, index: int, replicate: int) -> dict:
@@ -103,12 +86,6 @@ def fit_slope(x: np.ndarray, u: np.ndarray, level: float = 0.95) -> dict:
     return {"slope": float(fit.params[1]), "ci_low": float(low), "ci_high": float(high), "points": int(u.size)}
 
 
-def _atomic_json(path: Path, data) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
-        json.dump(data, handle)
-    os.replace(handle.name, path)
-
-
 @dataclass
 class SweepResult:
     """Points (one per task) and the per-axis fits."""
@@ -128,19 +105,9 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         raise ValueError("the scenario has no sweep: block")
     data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
-    progress = None
-    if out_dir is not None:
-        progress = out_dir / "progress-sweep"
-        progress.mkdir(parents=True, exist_ok=True)
-        stamp = progress / "fingerprint.json"
-        key = {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}
-        if not resume or not stamp.exists() or json.loads(stamp.read_text()) != key:
-            if resume and stamp.exists():
-                raise ProgressMismatch(f"{progress}: saved progress belongs to another scenario or grid; "
-                                       f"remove it or run without --resume")
-            for old in progress.glob("task-*.json"):
-                old.unlink()
-            _atomic_json(stamp, key)
+    progress = Progress(out_dir / "progress-sweep" if out_dir else None,
+                        {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
+                        what="scenario or grid")
 
     tasks, variants = [], {}
     for a, axis in enumerate(sweep.axes):
@@ -152,15 +119,14 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
     with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
         futures = {}
         for task in tasks:
-            saved = progress / f"task-{task[0]}-{task[1]}-{task[2]}.json" if progress else None
-            if saved is not None and saved.exists():
-                results[task] = json.loads(saved.read_text())
+            saved = progress.load_json("task-{}-{}-{}".format(*task))
+            if saved is not None:
+                results[task] = saved
             else:
                 futures[task] = executor.submit(sweep_task, variants[task[:2]], base_dir, *task)
         for n, (task, future) in enumerate(futures.items(), 1):
             results[task] = future.result()
-            if progress is not None:
-                _atomic_json(progress / f"task-{task[0]}-{task[1]}-{task[2]}.json", results[task])
+            progress.save_json("task-{}-{}-{}".format(*task), results[task])
             report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
 
     points, fits = [], []

@@ -2,13 +2,13 @@
 
 A new mechanism is one module here plus one line in ``MECHANISMS``.
 """
-from .base import LocalMechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .base import BitRandomizer, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
 from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
 from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 
-MECHANISMS: dict[str, type[LocalMechanism]] = {
+MECHANISMS: dict[str, type[Protocol]] = {
     "maxsense": MaxSense,
     "maxsense_broken": MaxSenseBroken,
     "pairwise_preference": PairwisePreference,
@@ -20,7 +20,7 @@ MECHANISMS: dict[str, type[LocalMechanism]] = {
 }
 
 
-def get_mechanism(kind: str) -> type[LocalMechanism]:
+def get_mechanism(kind: str) -> type[Protocol]:
     """The mechanism class registered as ``kind``; the error lists valid names."""
     try:
         return MECHANISMS[kind]
@@ -28,6 +28,6 @@ def get_mechanism(kind: str) -> type[LocalMechanism]:
         raise KeyError(f"unknown mechanism {kind!r}; registered: {', '.join(sorted(MECHANISMS))}") from None
 
 
-__all__ = ["LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
+__all__ = ["BitRandomizer", "Protocol", "LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken"]

@@ -40,7 +40,6 @@ from typing import Annotated, Any
 import numpy as np
 from annotated_types import Ge, Gt
 
-from . import bit_release
 from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
@@ -115,11 +114,8 @@ class AdaptiveMaxSense(LocalMechanism):
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
         return np.any(users.liked & queries, axis=1)[:, None]
 
-    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return bit_release.randomized_response(sketches, self.randomizer_epsilon, rng)
-
-    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
-        return bit_release.log_likelihood(messages, sketches, self.epsilon)
+    def query_items(self, queries: np.ndarray, n_items: int) -> np.ndarray:
+        return queries[:, None, :]
 
     def aggregate(self, state: AdaptiveMaxSenseState, queries: np.ndarray,
                   messages: np.ndarray) -> AdaptiveMaxSenseState:

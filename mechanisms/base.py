@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from annotated_types import Ge
 
+from . import bit_release
+
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
 Neighbouring = Literal["replace", "add_remove"]
@@ -92,63 +94,91 @@ class WorldInfo:
     n_item_clusters: int
 
 
-class LocalMechanism(ABC):
-    """A one-round local protocol: public queries, private sketches, released bits.
+class Protocol(ABC):
+    """A multi-round protocol between a server and the users present (DESIGN.md, "Core contracts").
 
-    The server draws a public query per user (``make_queries``); each user
-    computes a true sketch from its private rows (``sketch``) and releases it
-    through its randomizer (``release``); the server folds the released
-    messages into its state (``aggregate``) and publishes an estimate
-    (``estimate``). Every method works on a batch of users at once.
+    The engine (``simulator.engine``, the only round loop) drives it. Each
+    round the server publishes ``broadcast(state)``; every present user with
+    queries left gets a public query (``make_queries``) and computes a message
+    from its private rows, the query, the broadcast and its own carried state
+    (``respond``); the server folds each batch of messages into its state
+    (``aggregate``) and, once the round's batches are in, finishes the round
+    (``end_round``: where central noise goes). At release times it publishes
+    ``estimate(state)``. When a user is done, it may compute a personal output
+    from its rows, its carried state and the server's state
+    (``personal_output``: what joint DP protects). Queries, messages, carried
+    state and personal outputs are numpy arrays with users on axis 0, so every
+    call works on a batch.
+
+    The claim comes from the accountant: ``privacy_event(answers)`` says what
+    one user's participation releases when it answers ``answers`` queries.
     """
 
     name: str = ""
+    #: what the claim is about; subclasses override as their paper says
+    claim_model: Model = "local"
+    claim_unit: Unit = "user"
+    claim_neighbouring: Neighbouring = "replace"
+    claim_delta: float = 0.0
 
-    epsilon: float  # every local mechanism here is parameterised by its per-user budget
+    @abstractmethod
+    def privacy_event(self, answers: int = 1):
+        """The published privacy events of one user answering ``answers`` queries (``mechanisms.accounting``)."""
+
+    def claim_for(self, answers: int = 1) -> PrivacyClaim:
+        """The promise for a user answering ``answers`` queries, computed by the accountant."""
+        from .accounting import account
+
+        return account(self.privacy_event(answers), self.claim_delta, model=self.claim_model,
+                       unit=self.claim_unit, neighbouring=self.claim_neighbouring)
 
     @property
     def claim(self) -> PrivacyClaim:
-        """The promise, derived from the parameters: epsilon-LDP per user (replace); override for others."""
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user", neighbouring="replace")
-
-    @property
-    def randomizer_epsilon(self) -> float:
-        """The budget the randomizer actually spends per released bit (negative controls override it)."""
-        return self.epsilon
-
-    @abstractmethod
-    def make_queries(self, n_users: int, rng: np.random.Generator, state: Any,
-                     rated: np.ndarray | None = None) -> Any:
-        """Public queries for ``n_users`` users.
-
-        Queries may depend on the server's state (adaptive protocols) and, for
-        mechanisms that treat the rated set as public, on the users' ``rated``
-        masks (always passed by the simulator; ignore it otherwise).
-        """
-
-    @abstractmethod
-    def sketch(self, users: UserBatch, queries: Any) -> np.ndarray:
-        """True (unreleased) sketch bits, shape (n_users, n_bits)."""
-
-    @abstractmethod
-    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Randomize sketches into the messages the server sees."""
-
-    @abstractmethod
-    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
-        """log P(messages | sketches) under the *published* randomizer, per user."""
+        """The promise for one answer per user."""
+        return self.claim_for(1)
 
     @abstractmethod
     def init_state(self, world: "WorldInfo") -> Any:
         """The server's state before any user answered."""
 
+    def broadcast(self, state: Any) -> Any:
+        """What the server publishes to everyone at the start of a round (None: nothing)."""
+        return None
+
+    @abstractmethod
+    def make_queries(self, n_users: int, rng: np.random.Generator, state: Any,
+                     rated: np.ndarray | None = None) -> Any:
+        """Public per-user queries for ``n_users`` users.
+
+        Queries may depend on the server's state (adaptive protocols) and, for
+        mechanisms that treat the rated set as public, on the users' ``rated``
+        masks (always passed by the engine; ignore it otherwise).
+        """
+
+    def init_carried(self, n_users: int) -> np.ndarray | None:
+        """Per-user state carried across rounds for ``n_users`` new users (None: none)."""
+        return None
+
+    @abstractmethod
+    def respond(self, users: UserBatch, queries: Any, published: Any, carried: np.ndarray | None,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """Messages of a batch of users and their new carried state."""
+
     @abstractmethod
     def aggregate(self, state: Any, queries: Any, messages: np.ndarray) -> Any:
         """Fold a batch of messages into the server's state."""
 
+    def end_round(self, state: Any, rng: np.random.Generator) -> Any:
+        """Finish a round once all its batches are in (central noise goes here)."""
+        return state
+
     @abstractmethod
-    def estimate(self, state: Any) -> np.ndarray:
-        """The published output: an item clustering (one label per item)."""
+    def estimate(self, state: Any) -> Any:
+        """The published output (e.g. an item clustering, one label per item)."""
+
+    def personal_output(self, users: UserBatch, carried: np.ndarray | None, state: Any) -> np.ndarray | None:
+        """What each user of a batch computes for itself when it is done (None: nothing)."""
+        return None
 
     def take_queries(self, queries: Any, index: np.ndarray | slice) -> Any:
         """Rows ``index`` of a batch of queries (arrays indexed on axis 0)."""
@@ -157,6 +187,86 @@ class LocalMechanism(ABC):
     def describe(self) -> dict[str, Any]:
         """Parameters for reports."""
         return {"name": self.name}
+
+
+@dataclass(frozen=True)
+class BitRandomizer:
+    """Binary randomized response as a component: the budget it publishes and the one it spends.
+
+    The claim and every attack use ``epsilon`` (what the protocol publishes);
+    the coins use ``spent_epsilon``. A correct mechanism has them equal; a
+    broken twin changes only ``spent_epsilon``.
+    """
+
+    epsilon: float
+    spent_epsilon: float
+
+    def __call__(self, bits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return bit_release.randomized_response(bits, self.spent_epsilon, rng)
+
+    def log_likelihood(self, messages: np.ndarray, bits: np.ndarray) -> np.ndarray:
+        """log P(messages | bits) under the *published* randomizer, per row."""
+        return bit_release.log_likelihood(messages, bits, self.epsilon)
+
+    def event(self, bits: int):
+        """The accountant's view: ``bits`` releases at the published budget."""
+        from .accounting import RandomizedResponseRelease
+
+        return RandomizedResponseRelease(self.epsilon, count=bits)
+
+
+class LocalMechanism(Protocol):
+    """A one-round local protocol: public queries, private sketches, randomized bits.
+
+    Each user computes true sketch bits from its private rows (``sketch``)
+    and releases them through the mechanism's ``randomizer``; everything else
+    (queries, aggregation, estimate) is the ``Protocol`` contract. The claim
+    is epsilon-LDP per user (replace), from the randomizer's published budget
+    over the ``bits_per_answer`` bits of every answer.
+    """
+
+    epsilon: float  # every local mechanism here is parameterised by its per-user budget
+
+    @property
+    def bit_epsilon(self) -> float:
+        """The budget the protocol publishes per released bit."""
+        return self.epsilon
+
+    @property
+    def randomizer_epsilon(self) -> float:
+        """The budget the randomizer actually spends per released bit (negative controls override it)."""
+        return self.bit_epsilon
+
+    @property
+    def randomizer(self) -> BitRandomizer:
+        return BitRandomizer(self.bit_epsilon, self.randomizer_epsilon)
+
+    @property
+    def bits_per_answer(self) -> int:
+        return 1
+
+    def privacy_event(self, answers: int = 1):
+        return self.randomizer.event(self.bits_per_answer * answers)
+
+    @abstractmethod
+    def sketch(self, users: UserBatch, queries: Any) -> np.ndarray:
+        """True (unreleased) sketch bits, shape (n_users, n_bits)."""
+
+    @abstractmethod
+    def query_items(self, queries: Any, n_items: int) -> np.ndarray:
+        """Which items each sketch bit reads: bool (n_users, n_bits, n_items)."""
+
+    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Randomize sketches into the messages the server sees."""
+        return self.randomizer(sketches, rng)
+
+    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
+        """log P(messages | sketches) under the *published* randomizer, per user."""
+        return self.randomizer.log_likelihood(messages, sketches)
+
+    def respond(self, users: UserBatch, queries: Any, published: Any, carried: np.ndarray | None,
+                rng: np.random.Generator) -> tuple[np.ndarray, None]:
+        return self.release(self.sketch(users, queries), rng), None
 
 
 @dataclass

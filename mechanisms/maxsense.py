@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import numpy as np
 from annotated_types import Gt
 
-from . import bit_release
 from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
@@ -48,11 +47,8 @@ class MaxSense(LocalMechanism):
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
         return np.any(users.liked & queries, axis=1)[:, None]
 
-    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return bit_release.randomized_response(sketches, self.randomizer_epsilon, rng)
-
-    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
-        return bit_release.log_likelihood(messages, sketches, self.epsilon)
+    def query_items(self, queries: np.ndarray, n_items: int) -> np.ndarray:
+        return queries[:, None, :]
 
     def aggregate(self, state: MaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MaxSenseState:
         state.scores += messages[:, 0].astype(float) @ queries

@@ -34,7 +34,6 @@ from typing import Annotated, Any
 import numpy as np
 from annotated_types import Ge, Gt
 
-from . import bit_release
 from .base import LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans_1d
 
@@ -88,14 +87,13 @@ class MultiMaxSense(LocalMechanism):
         return int(self.sketches) if self.sketches is not None else max(1, math.ceil(self.epsilon))
 
     @property
-    def published_bit_epsilon(self) -> float:
+    def bit_epsilon(self) -> float:
         """The per-bit budget the protocol publishes: epsilon / Q."""
         return self.epsilon / self.n_sketches
 
     @property
-    def randomizer_epsilon(self) -> float:
-        """The budget the randomizer actually spends per sketch bit."""
-        return self.published_bit_epsilon
+    def bits_per_answer(self) -> int:
+        return self.n_sketches
 
     def init_state(self, world: WorldInfo) -> MultiMaxSenseState:
         size = block_size(world.n_items, world.ratings_per_user, self.theta)
@@ -113,11 +111,8 @@ class MultiMaxSense(LocalMechanism):
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
         return np.any(users.liked[:, None, :] & queries, axis=2)
 
-    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return bit_release.randomized_response(sketches, self.randomizer_epsilon, rng)
-
-    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
-        return bit_release.log_likelihood(messages, sketches, self.published_bit_epsilon)
+    def query_items(self, queries: np.ndarray, n_items: int) -> np.ndarray:
+        return queries
 
     def aggregate(self, state: MultiMaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MultiMaxSenseState:
         n = state.world.n_items
@@ -130,7 +125,7 @@ class MultiMaxSense(LocalMechanism):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "sketches": self.n_sketches,
-                "bit_epsilon": self.published_bit_epsilon, "randomizer_epsilon": self.randomizer_epsilon}
+                "bit_epsilon": self.bit_epsilon, "randomizer_epsilon": self.randomizer_epsilon}
 
 
 @dataclass

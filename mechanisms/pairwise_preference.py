@@ -45,7 +45,6 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from annotated_types import Gt
 
-from . import bit_release
 from .base import LeakyRandomizer, LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans
 
@@ -121,11 +120,11 @@ class PairwisePreference(LocalMechanism):
         rows = np.arange(len(users))
         return (users.liked[rows, queries[:, 0]] & users.liked[rows, queries[:, 1]])[:, None]
 
-    def release(self, sketches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return bit_release.randomized_response(sketches, self.randomizer_epsilon, rng)
-
-    def message_log_likelihood(self, messages: np.ndarray, sketches: np.ndarray) -> np.ndarray:
-        return bit_release.log_likelihood(messages, sketches, self.epsilon)
+    def query_items(self, queries: np.ndarray, n_items: int) -> np.ndarray:
+        n_users = queries.shape[0]
+        items = np.zeros((n_users, 1, n_items), dtype=bool)
+        items[np.arange(n_users)[:, None], 0, queries] = True
+        return items
 
     def aggregate(self, state: PairwiseState, queries: np.ndarray, messages: np.ndarray) -> PairwiseState:
         n = state.world.n_items

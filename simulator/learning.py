@@ -1,14 +1,17 @@
 """Learning curves without churn: how the server's estimate improves with users seen."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+import simpy
 
-from mechanisms import LocalMechanism, WorldInfo
+from mechanisms import Protocol
 
+from .engine import ProtocolRun
 from .population import Catalogue
-from .seeds import stream
+from .transcript import Recorder
 
 
 def checkpoints(max_users: int, per_decade: int, start: int = 10) -> np.ndarray:
@@ -18,23 +21,48 @@ def checkpoints(max_users: int, per_decade: int, start: int = 10) -> np.ndarray:
     return np.append(points[points < max_users], max_users)
 
 
-def learning_curve(population, catalogue: Catalogue, mechanism: LocalMechanism, at: np.ndarray,
+def learning_curve(population, catalogue: Catalogue, mechanism: Protocol, at: np.ndarray,
                    root: np.random.SeedSequence, batch_size: int = 4096) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(users_seen, published item labels)`` at each user count in ``at``.
 
-    Users arrive one after another and each answers one query (the churn-free
-    limit of the simulator); the caller may stop early by closing the
-    generator, so a sweep pays only for the users it needs.
+    The churn-free limit of the simulator: a cohort of at most ``batch_size``
+    users arrives at each tick and answers one query (``simulator.engine``);
+    the caller may stop early by closing the generator, so a sweep pays only
+    for the users it needs.
     """
-    rng_users, rng_queries, rng_release = stream(root, "users"), stream(root, "queries"), stream(root, "randomizer")
-    world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
-    state = mechanism.init_state(world)
-    seen = 0
+    run, env, stops = _cohort_run(population, catalogue, mechanism, at, root, batch_size, Recorder(answers=False))
+    for tick, users in stops:
+        env.run(until=tick + 0.5)
+        yield users, mechanism.estimate(run.state)
+
+
+def serve(population, catalogue: Catalogue, mechanism: Protocol, users: int, root: np.random.SeedSequence,
+          batch_size: int = 4096, recorder: Recorder | None = None) -> ProtocolRun:
+    """The finished run after ``users`` fresh users each answered one query (its ``state``, ``finish()``)."""
+    run, env, stops = _cohort_run(population, catalogue, mechanism, [users], root, batch_size,
+                                  recorder or Recorder(answers=False))
+    env.run(until=stops[-1][0] + 0.5)
+    return run
+
+
+def _cohort_run(population, catalogue, mechanism, at, root, batch_size, recorder):
+    sizes, stops, seen = [], [], 0
     for target in np.asarray(at, dtype=np.int64):
         while seen < target:
-            n = int(min(batch_size, target - seen))
-            _, rows = population.sample_users(n, catalogue, rng_users)
-            queries = mechanism.make_queries(n, rng_queries, state, rows.rated)
-            state = mechanism.aggregate(state, queries, mechanism.release(mechanism.sketch(rows, queries), rng_release))
-            seen += n
-        yield seen, mechanism.estimate(state)
+            sizes.append(int(min(batch_size, target - seen)))
+            seen += sizes[-1]
+        stops.append((len(sizes), seen))
+    run = ProtocolRun(mechanism, population, catalogue, Cohorts(batch_size=batch_size), root, recorder=recorder)
+    env = simpy.Environment()
+    env.process(run.cohort_arrivals(env, sizes))
+    env.process(run.query_rounds(env))
+    return run, env, stops
+
+
+@dataclass(frozen=True)
+class Cohorts:
+    """The schedule of a learning curve: one tick per cohort, one answer per user."""
+
+    batch_size: int = 4096
+    query_interval: float = 1.0
+    queries_per_user: int = 1

@@ -1,83 +1,197 @@
-"""Neighbouring worlds for an audit: two versions of one target user."""
+"""Neighbouring worlds for an audit, built by a policy the claim chooses (its ``unit`` and ``neighbouring``).
+
+A :class:`TargetPair` holds the rows one or more audited users have in world
+0 and in world 1. Policies build them two ways:
+
+* ``worst_case_pair`` — for a local-replay audit: the target's public
+  queries are drawn first (they do not depend on private data), then the two
+  rows are built for *those* queries so that the target's sketches differ in
+  as many bits as the claim's unit allows. A pair that differs in no bit
+  cannot show anything: that is an error, never a silent ``consistent``.
+* ``rows_for_runs`` — for designs that run the protocol (full runs,
+  canaries): the rows are fixed before the run, which draws the queries.
+"""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mechanisms import LocalMechanism, UserBatch, WorldInfo
+from mechanisms import LocalMechanism, PrivacyClaim, Protocol, UserBatch, WorldInfo
 
 from .population import Catalogue
-from .transcript import View
+
+
+class PairError(ValueError):
+    """The neighbouring pair cannot show the claim (its worlds look the same to the mechanism)."""
 
 
 @dataclass(frozen=True)
 class TargetPair:
-    """A target user in two neighbouring worlds (user-level, replace).
+    """Rows of ``n`` audited users in world 0 (``rows0``) and world 1 (``rows1``).
 
-    ``rows`` holds the target's private row in world 0 and world 1 (a batch of
-    two); the target answers ``len(queries)`` public queries, fixed before the
-    trials because queries are public and drawn independently of private data;
-    ``sketches[b]`` are its true sketch bits in world ``b`` (all queries
-    concatenated).
+    For a local-replay target, ``queries`` are its public queries (one entry
+    per answer, one row each), fixed before the trials, and ``sketches[b]``
+    its true sketch bits in world ``b`` (all answers concatenated).
     """
 
-    rows: UserBatch
-    queries: tuple[Any, ...]
-    sketches: np.ndarray  # shape (2, n_bits)
+    rows0: UserBatch
+    rows1: UserBatch
+    queries: tuple[Any, ...] = ()
+    sketches: np.ndarray | None = None  # (2, n_bits) for a local-replay target
+
+    def __len__(self) -> int:
+        return len(self.rows0)
+
+    def rows(self, world: int) -> UserBatch:
+        return self.rows1 if world else self.rows0
 
     @property
-    def differing_bits(self) -> int:
+    def differing_bits(self) -> int | None:
+        if self.sketches is None:
+            return None
         return int(np.count_nonzero(self.sketches[0] != self.sketches[1]))
 
 
-def target_sketches(mechanism: LocalMechanism, rows: UserBatch, queries: tuple[Any, ...]) -> np.ndarray:
-    """True sketch bits of each row under every query, concatenated: (n_rows, n_bits)."""
-    parts = [mechanism.sketch(rows, mechanism.take_queries(q, np.zeros(len(rows), dtype=np.int64)))
-             for q in queries]
+def sketches_under(mechanism: LocalMechanism, rows: UserBatch, queries: tuple[Any, ...]) -> np.ndarray:
+    """True sketch bits of ``rows`` under every answer's queries, concatenated: (n_rows, n_bits).
+
+    A query entry with one row applies to every row.
+    """
+    parts = []
+    for q in queries:
+        if len(rows) != q.shape[0]:
+            q = mechanism.take_queries(q, np.zeros(len(rows), dtype=np.int64))
+        parts.append(mechanism.sketch(rows, q))
     return np.concatenate(parts, axis=1)
 
 
-def local_target_pair(population, catalogue: Catalogue, mechanism: LocalMechanism, queries_per_user: int,
-                      rng: np.random.Generator, candidates: int = 64) -> TargetPair:
-    """Pick a target whose sketches differ most between its two worlds.
+def _rated_for(read: np.ndarray, rated: np.ndarray, w: int) -> np.ndarray:
+    """A rated set of ``w`` items covering as many read items as it can, one per sketch bit in turn.
 
-    Each candidate is a fresh user with the population's rated set; world 0
-    dislikes every rated item, world 1 likes every rated item. Among
-    ``candidates`` draws of (user, queries) the one with the most differing
-    sketch bits wins (ties: the first), so the audit tests a pair the claim
-    must cover and the attack can tell apart.
+    ``read`` is (n_bits, N): the items each bit reads. Bits take turns
+    (so Multi-MaxSense gets one liked item per block before any block gets
+    two); the remaining slots keep the user's own rated items, then any.
     """
-    world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
-    state = mechanism.init_state(world)
-    _, users = population.sample_users(candidates, catalogue, rng)
-    queries = [mechanism.make_queries(candidates, rng, state, users.rated) for _ in range(queries_per_user)]
-    none = UserBatch(users.rated, np.zeros_like(users.liked))
-    every = UserBatch(users.rated, users.rated.copy())
-    s0 = np.concatenate([mechanism.sketch(none, q) for q in queries], axis=1)
-    s1 = np.concatenate([mechanism.sketch(every, q) for q in queries], axis=1)
-    best = int(np.argmax((s0 != s1).sum(axis=1)))
-    pick = np.array([best])
-    rows = UserBatch(np.concatenate([users.rated[pick]] * 2), np.concatenate([none.liked[pick], every.liked[pick]]))
-    chosen = tuple(mechanism.take_queries(q, pick) for q in queries)
-    return TargetPair(rows, chosen, np.stack([s0[best], s1[best]]))
+    n_bits, n_items = read.shape
+    chosen: list[int] = []
+    pools = [list(np.flatnonzero(read[b])) for b in range(n_bits)]
+    while len(chosen) < w and any(pools):
+        for pool in pools:
+            while pool and pool[0] in chosen:
+                pool.pop(0)
+            if pool and len(chosen) < w:
+                chosen.append(int(pool.pop(0)))
+    for item in [*np.flatnonzero(rated), *np.flatnonzero(~rated)]:
+        if len(chosen) >= w:
+            break
+        if int(item) not in chosen:
+            chosen.append(int(item))
+    out = np.zeros(n_items, dtype=bool)
+    out[chosen] = True
+    return out
 
 
-def runs_view(mechanism: LocalMechanism, pair: TargetPair, worlds: np.ndarray, rng: np.random.Generator) -> View:
-    """The target's released messages over independent runs, run ``t`` in world ``worlds[t]``.
+class NeighbourPolicy(ABC):
+    """Builds neighbouring worlds for one kind of claim."""
 
-    Under a local protocol the target's messages depend only on its own row,
-    its public queries and the randomizer's coins, so a run is exactly one
-    release of its true sketches; other users' messages are independent of
-    the target's world and carry no information about it. (A one-run audit's
-    canaries are such runs with random worlds.)
-    """
-    sketches = pair.sketches[np.asarray(worlds, dtype=np.int64)]
-    return View("messages", messages=mechanism.release(sketches, rng), queries=pair.queries)
+    unit: str
+    neighbouring: str
+
+    @abstractmethod
+    def worst_case_pair(self, mechanism: LocalMechanism, population, catalogue: Catalogue, answers: int,
+                        rng: np.random.Generator) -> TargetPair:
+        """A target and its public queries, with the two rows that differ most under them."""
+
+    @abstractmethod
+    def rows_for_runs(self, population, catalogue: Catalogue, n: int, rng: np.random.Generator) -> TargetPair:
+        """``n`` audited users' rows in both worlds, fixed before any run."""
+
+    def _draw_target(self, mechanism, population, catalogue, answers, rng):
+        world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
+        state = mechanism.init_state(world)
+        _, user = population.sample_users(1, catalogue, rng)
+        queries = tuple(mechanism.make_queries(1, rng, state, user.rated) for _ in range(answers))
+        read = np.concatenate([mechanism.query_items(q, catalogue.n_items)[0] for q in queries], axis=0)
+        return user, queries, read
+
+    @staticmethod
+    def _checked(mechanism, pair: TargetPair, what: str) -> TargetPair:
+        sketches = np.concatenate([sketches_under(mechanism, pair.rows0, pair.queries),
+                                   sketches_under(mechanism, pair.rows1, pair.queries)])
+        pair = TargetPair(pair.rows0, pair.rows1, pair.queries, sketches)
+        if pair.differing_bits == 0:
+            raise PairError(f"the {what} pair built for the target's queries differs in none of its "
+                            f"{sketches.shape[1]} sketch bits: this audit could show nothing about the claim")
+        return pair
 
 
-def target_messages_view(mechanism: LocalMechanism, pair: TargetPair, world: int, trials: int,
-                         rng: np.random.Generator) -> View:
-    """``trials`` independent runs of the target, all in ``world``."""
-    return runs_view(mechanism, pair, np.full(trials, world), rng)
+class UserReplace(NeighbourPolicy):
+    """User-level, replace-one: the target's whole row changes (its rated set and its likes)."""
+
+    unit, neighbouring = "user", "replace"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)[None, :]
+        pair = TargetPair(UserBatch(rated, np.zeros_like(rated)), UserBatch(rated, rated.copy()), queries)
+        return self._checked(mechanism, pair, "user-level")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        _, users = population.sample_users(n, catalogue, rng)
+        return TargetPair(UserBatch(users.rated, np.zeros_like(users.liked)),
+                          UserBatch(users.rated, users.rated.copy()))
+
+
+class RatingReplace(NeighbourPolicy):
+    """Rating-level, replace-one: one rating of the target changes (a like becomes a dislike)."""
+
+    unit, neighbouring = "rating", "replace"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)
+        read_rated = read.any(axis=0) & rated
+        item = int(np.flatnonzero(read_rated)[0]) if read_rated.any() else int(np.flatnonzero(rated)[0])
+        alone = np.zeros_like(rated)
+        alone[item] = True
+        # world 1 likes ``item`` and world 0 does not; the other likes either stay off (a sketch that is a
+        # max needs the item alone) or stay on (a sketch that needs every read item liked): keep the better
+        candidates = []
+        for liked1 in (alone, read_rated | alone):
+            liked0 = liked1 & ~alone
+            pair = TargetPair(UserBatch(rated[None], liked0[None]), UserBatch(rated[None], liked1[None]), queries)
+            candidates.append((np.count_nonzero(sketches_under(mechanism, pair.rows0, queries)
+                                                != sketches_under(mechanism, pair.rows1, queries)), pair))
+        return self._checked(mechanism, max(candidates, key=lambda c: c[0])[1], "rating-level")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        _, users = population.sample_users(n, catalogue, rng)
+        first = np.argmax(users.rated, axis=1)
+        liked1 = users.rated.copy()
+        liked0 = users.rated.copy()
+        liked0[np.arange(n), first] = False
+        return TargetPair(UserBatch(users.rated, liked0), UserBatch(users.rated, liked1))
+
+
+POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
+    ("user", "replace"): UserReplace(),
+    ("rating", "replace"): RatingReplace(),
+}
+
+
+def policy_for(claim: PrivacyClaim) -> NeighbourPolicy:
+    """The policy for the claim's unit and neighbouring; the error lists what exists."""
+    try:
+        return POLICIES[claim.unit, claim.neighbouring]
+    except KeyError:
+        known = ", ".join(f"{u}/{n}" for u, n in POLICIES)
+        raise ValueError(f"no neighbour policy for {claim.unit}-level {claim.neighbouring} claims; "
+                         f"available: {known}") from None
+
+
+def is_local(mechanism: Protocol) -> bool:
+    """Whether the mechanism is a one-round local randomizer (local replay is valid for it)."""
+    return isinstance(mechanism, LocalMechanism)

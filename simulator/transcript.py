@@ -1,29 +1,53 @@
-"""The record of a simulated run, and the views a threat model cuts from it."""
+"""The record of a simulated run, the recorder that writes it, and the views a threat model cuts from it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+ViewKind = Literal["messages", "releases", "others", "target"]
 
 
 @dataclass
 class Release:
-    """One published state: the server's item clustering at a time."""
+    """One published estimate: the server's output (an item clustering) at a time."""
 
     time: float
-    users_seen: int
-    item_labels: np.ndarray
+    users_seen: int  # distinct users who had answered at least once
+    item_labels: Any
+
+
+@dataclass
+class Round:
+    """One query round: its time and what the server broadcast before it."""
+
+    time: float
+    published: Any
+
+
+@dataclass
+class WatchedAnswers:
+    """Every answer of the watched users (targets, canaries): one row per answer."""
+
+    user: np.ndarray
+    answer: np.ndarray  # 0 for a user's first answer, 1 for its second, ...
+    time: np.ndarray
+    queries: Any  # the mechanism's query rows, users on axis 0
+    messages: np.ndarray
 
 
 @dataclass
 class Transcript:
-    """Time-ordered record of a run: users, queries answered, messages, releases.
+    """Time-ordered record of a run: users, answers, published states, releases, personal outputs.
 
-    Users are indexed by arrival order. ``answers`` holds one row per answered
-    query: the time, the user, and the released message bits. Queries are kept
-    only for users listed in ``watched`` (dense sensing vectors for every user
-    of a large run would not fit in memory).
+    Users are indexed by arrival order (inserted users — targets, canaries —
+    get ids too; ``inserted`` lists them). ``answer_time``/``answer_user``
+    have one row per answered query. ``messages`` (aligned with those rows)
+    is kept only when the recorder keeps every message; the watched users'
+    messages and queries are always in ``watched``. ``rounds`` holds every
+    broadcast, ``releases`` every published estimate; ``outputs`` maps user
+    ids to personal outputs (watched users, or everyone when asked).
     """
 
     arrival: np.ndarray
@@ -31,9 +55,13 @@ class Transcript:
     user_cluster: np.ndarray
     answer_time: np.ndarray
     answer_user: np.ndarray
-    messages: np.ndarray
+    messages: np.ndarray | None
     releases: list[Release]
-    watched_queries: dict[int, Any] = field(default_factory=dict)
+    rounds: list[Round] = field(default_factory=list)
+    watched: WatchedAnswers | None = None
+    output_user: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    outputs: np.ndarray | None = None
+    inserted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def n_users(self) -> int:
@@ -41,36 +69,160 @@ class Transcript:
 
     @property
     def n_answered_users(self) -> int:
-        answered = np.zeros(self.n_users, dtype=bool)
-        answered[self.answer_user] = True
-        return int(answered.sum())
+        return int(np.unique(self.answer_user).size)
 
     def present_at(self, time: float) -> np.ndarray:
         """Ids of the users present at ``time``."""
         return np.flatnonzero((self.arrival <= time) & (time < self.departure))
 
 
-@dataclass(frozen=True)
-class View:
-    """What an adversary sees under one threat model.
+class Recorder:
+    """Decides what a run keeps: published states always; messages and outputs of watched users.
 
-    ``kind`` is ``messages`` (an untrusted server: the target's released
-    messages and public queries), ``releases`` (published states only),
-    ``others`` or ``target``. ``messages`` has one row per trial or query.
+    ``watch`` lists background user ids to watch (inserted users are always
+    watched). ``messages="all"`` also keeps every user's messages (small
+    worlds, tests); ``outputs="all"`` every user's personal output (the
+    joint-DP ``others`` view); ``answers=False`` drops the per-answer log
+    (learning curves over millions of users).
     """
 
-    kind: str
+    def __init__(self, watch=(), messages: Literal["all", "watched"] = "watched",
+                 outputs: Literal["all", "watched"] = "watched", answers: bool = True):
+        self.watch = set(int(u) for u in watch)
+        self.keep_all_messages, self.keep_all_outputs, self.keep_answers = messages == "all", outputs == "all", answers
+        self.answer_time: list[np.ndarray] = []
+        self.answer_user: list[np.ndarray] = []
+        self.messages: list[np.ndarray] = []
+        self.watched: list[tuple] = []
+        self.output_parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.rounds: list[Round] = []
+        self.releases: list[Release] = []
+
+    def is_watched(self, ids: np.ndarray, inserted: np.ndarray) -> np.ndarray:
+        mask = inserted.copy()
+        if self.watch:
+            mask |= np.isin(ids, np.fromiter(self.watch, np.int64))
+        return mask
+
+    def answers(self, now: float, ids: np.ndarray, answer: np.ndarray, watched: np.ndarray, queries, messages,
+                take) -> None:
+        if self.keep_answers:
+            self.answer_time.append(np.full(ids.size, now))
+            self.answer_user.append(ids.copy())
+        if self.keep_all_messages:
+            self.messages.append(messages)
+        if watched.any():
+            rows = np.flatnonzero(watched)
+            self.watched.append((ids[rows], answer[rows], np.full(rows.size, now), take(queries, rows),
+                                 messages[rows]))
+
+    def outputs(self, ids: np.ndarray, outputs: np.ndarray | None, watched: np.ndarray) -> None:
+        if outputs is None:
+            return
+        keep = np.ones(ids.size, bool) if self.keep_all_outputs else watched
+        if keep.any():
+            self.output_parts.append((ids[keep], outputs[keep]))
+
+    def transcript(self, arrival, departure, cluster, inserted: np.ndarray) -> Transcript:
+        def cat(parts, dtype):
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        watched = None
+        if self.watched:
+            users, answer, time, queries, messages = zip(*self.watched)
+            watched = WatchedAnswers(cat(users, np.int64), cat(answer, np.int64), cat(time, float),
+                                     np.concatenate(queries), np.concatenate(messages))
+        outputs = None
+        output_user = np.zeros(0, np.int64)
+        if self.output_parts:
+            output_user = cat([p[0] for p in self.output_parts], np.int64)
+            outputs = np.concatenate([p[1] for p in self.output_parts])
+        return Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
+                          answer_time=cat(self.answer_time, float), answer_user=cat(self.answer_user, np.int64),
+                          messages=np.concatenate(self.messages) if self.keep_all_messages and self.messages
+                          else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
+                          releases=self.releases, rounds=self.rounds, watched=watched,
+                          output_user=output_user, outputs=outputs, inserted=inserted)
+
+
+@dataclass(frozen=True)
+class View:
+    """What an adversary sees under one threat model, for a batch of runs (or canaries).
+
+    ``kind`` is ``messages`` (an untrusted server: each run's target messages
+    and public queries, one row per run), ``releases`` (published states:
+    broadcasts and estimates), ``others`` (releases plus every other user's
+    personal output: the joint-DP view) or ``target`` (the target's own
+    personal output: a negative control). Per-run fields have runs on axis 0.
+    ``queries`` is a tuple with one entry per answer; an entry with a single
+    row applies to every run (local replay fixes the target's query).
+    """
+
+    kind: ViewKind
     messages: np.ndarray | None = None
-    queries: Any = None
-    releases: tuple[Release, ...] = ()
+    queries: tuple = ()
+    releases: tuple = ()
+    rounds: tuple = ()
+    others: Any = None
+    target: Any = None
+
+    def __len__(self) -> int:
+        for value in (self.messages, self.target):
+            if value is not None:
+                return len(value)
+        return len(self.releases)
+
+
+def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) -> View:
+    """The ``messages`` view of ``users`` (one row each): their ``answers`` answers, bits concatenated.
+
+    Every user must have answered exactly ``answers`` queries.
+    """
+    w = transcript.watched
+    users = np.asarray(users, dtype=np.int64)
+    if w is None:
+        raise ValueError("the run recorded no watched user")
+    order = np.lexsort((w.user, w.answer))  # by answer, then user
+    parts, queries = [], []
+    for a in range(answers):
+        rows = order[w.answer[order] == a]
+        pos = {int(u): i for i, u in enumerate(w.user[rows])}
+        missing = [int(u) for u in users if int(u) not in pos]
+        if missing:
+            raise ValueError(f"{len(missing)} watched user(s) did not give answer {a + 1} of {answers} "
+                             f"(e.g. user {missing[0]}): the horizon is too short for them")
+        pick = rows[[pos[int(u)] for u in users]]
+        parts.append(w.messages[pick])
+        queries.append(w.queries[pick])
+    return View("messages", messages=np.concatenate(parts, axis=1), queries=tuple(queries))
 
 
 def messages_view(transcript: Transcript, user: int) -> View:
-    """The local-DP view of one user: its released messages and its queries."""
-    rows = transcript.answer_user == user
-    return View("messages", messages=transcript.messages[rows], queries=transcript.watched_queries.get(user))
+    """The local-DP view of one user: its released messages (one row per answer) and its queries."""
+    if transcript.messages is not None:
+        rows = transcript.answer_user == user
+        return View("messages", messages=transcript.messages[rows])
+    w = transcript.watched
+    rows = np.flatnonzero(w.user == user) if w is not None else np.zeros(0, np.int64)
+    if rows.size == 0:
+        raise ValueError(f"user {user}'s messages were not recorded (watch it, or record every message)")
+    return View("messages", messages=w.messages[rows], queries=(w.queries[rows],))
 
 
 def releases_view(transcript: Transcript) -> View:
     """The central-DP view: the published states only."""
-    return View("releases", releases=tuple(transcript.releases))
+    return View("releases", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds))
+
+
+def others_view(transcript: Transcript, target: int) -> View:
+    """The joint-DP view: releases plus every other user's personal output."""
+    keep = transcript.output_user != target
+    outputs = None if transcript.outputs is None else transcript.outputs[keep]
+    return View("others", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds),
+                others=(transcript.output_user[keep], outputs))
+
+
+def target_view(transcript: Transcript, target: int) -> View:
+    """The target's own personal output (joint DP says nothing about it: a negative control)."""
+    rows = transcript.output_user == target
+    return View("target", target=None if transcript.outputs is None else transcript.outputs[rows])

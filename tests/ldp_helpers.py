@@ -2,9 +2,10 @@
 import numpy as np
 
 from attacks.likelihood_ratio import LikelihoodRatioAttack
-from audits.estimators import split_epsilon_bound
-from mechanisms import WorldInfo
-from simulator.neighbours import local_target_pair, target_messages_view
+from audits.designs.local_replay import replay
+from audits.stats.bounds import split_epsilon_bound
+from simulator.learning import serve
+from simulator.neighbours import UserReplace
 from simulator.population import SBMPopulation
 
 
@@ -15,22 +16,18 @@ def sbm_population(n_items, w, b):
 
 
 def feed(mechanism, population, catalogue, users, rng, batch=5_000):
-    """The server's state after ``users`` fresh users each answered one query."""
-    state = mechanism.init_state(WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters))
-    for start in range(0, users, batch):
-        _, rows = population.sample_users(min(batch, users - start), catalogue, rng)
-        queries = mechanism.make_queries(len(rows), rng, state, rows.rated)
-        state = mechanism.aggregate(state, queries, mechanism.release(mechanism.sketch(rows, queries), rng))
-    return state
+    """The server's state after ``users`` fresh users each answered one query (through the engine)."""
+    root = np.random.SeedSequence(int(rng.integers(2**63)))
+    return serve(population, catalogue, mechanism, users, root, batch).state
 
 
 def audit(mechanism, population, seed, trials=200_000, alpha=1e-6):
-    """The target pair and the split Clopper–Pearson bound of the LR attack on its messages."""
+    """The worst-case target pair and the split Clopper–Pearson bound of the LR attack on its replayed messages."""
     rng = np.random.default_rng(seed)
     catalogue = population.catalogue(rng)
-    pair = local_target_pair(population, catalogue, mechanism, 1, rng)
+    pair = UserReplace().worst_case_pair(mechanism, population, catalogue, 1, rng)
     attack = LikelihoodRatioAttack()
-    scores = [attack.scores(mechanism, pair, target_messages_view(mechanism, pair, w, trials,
-                                                                  np.random.default_rng([seed, w])))
+    scores = [attack.scores(mechanism, pair, replay(mechanism, pair, np.full(trials, w),
+                                                    np.random.default_rng([seed, w])))
               for w in (0, 1)]
     return pair, split_epsilon_bound(scores[0], scores[1], alpha=alpha)

@@ -9,7 +9,7 @@ alpha = 1e-6.
 import numpy as np
 import pytest
 
-from audits.scenario import Scenario
+from audits.io.scenario import Scenario
 from audits.utility import clustering_accuracy
 from mechanisms import MECHANISMS, MaxSense, UserBatch, WorldInfo, bit_release
 from mechanisms.adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken, waterfill

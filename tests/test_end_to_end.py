@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from audits.cli import main
-from audits.report import write_reports
+from audits.io.report import write_reports
 from audits.runner import run_scenario
-from audits.scenario import load_scenario
+from audits.io.scenario import load_scenario
 from tests.conftest import small_world
 
 
@@ -117,7 +117,7 @@ def test_several_targets_and_attacks_form_a_holm_family(write_scenario, quicksta
 def test_p_value_and_bound_agree(write_scenario, quickstart_data):
     result = run_scenario(load_small(write_scenario, quickstart_data, trials=20_000))
     test = result.tests[0]
-    from audits.estimators import violation_p_value
+    from audits.stats.bounds import violation_p_value
 
     b = test.bound
     expected = violation_p_value(b.false_pos, b.n_neg, b.false_neg, b.n_pos, result.claim.epsilon, 0.0)
@@ -125,7 +125,7 @@ def test_p_value_and_bound_agree(write_scenario, quickstart_data):
 
 
 def test_gdp_needs_a_claim_with_delta(write_scenario, quickstart_data):
-    from audits.yamlio import ScenarioError
+    from audits.io.yamlio import ScenarioError
 
     quickstart_data["audit"]["method"] = "gdp"
     with pytest.raises(ScenarioError, match="audit: method: gdp .* claims pure epsilon-DP"):

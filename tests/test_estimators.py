@@ -1,4 +1,4 @@
-"""Tests for audits.estimators (Clopper–Pearson ε lower bounds).
+"""Tests for audits.stats.bounds (Clopper–Pearson ε lower bounds).
 
 Every statistical assertion below uses a fixed seed and states its
 false-failure probability (AUDITING.md, "Verdicts and the harness").
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from statsmodels.stats.proportion import proportion_confint
 
-from audits.estimators import (
+from audits.stats.bounds import (
     BoundResult,
     ceiling,
     cp_upper,
@@ -25,7 +25,7 @@ from audits.estimators import (
     split_epsilon_bound,
     threshold_counts,
 )
-from audits.estimators import _wilson_upper  # private: to re-derive the selection criterion
+from audits.stats.bounds import _wilson_upper  # private: to re-derive the selection criterion
 
 # --------------------------------------------------------------------------
 # ceiling
@@ -298,7 +298,7 @@ def test_split_rejects_bad_input():
 # --------------------------------------------------------------------------
 # fixed tests: explicit threshold and Bonferroni grid
 
-from audits.estimators import (  # noqa: E402
+from audits.stats.bounds import (  # noqa: E402
     bonferroni_epsilon_bound,
     fixed_threshold_epsilon_bound,
     gdp_delta,

@@ -1,4 +1,4 @@
-"""Tests for audits.one_run (Steinke, Nasr, Jagielski 2023 one-run audit)."""
+"""Tests for audits.stats.one_run (Steinke, Nasr, Jagielski 2023 one-run audit)."""
 import math
 from itertools import product
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import expit
 
-from audits.one_run import (
+from audits.stats.one_run import (
     OneRunResult,
     default_guess_counts,
     one_run_audit,

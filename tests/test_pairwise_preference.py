@@ -8,7 +8,7 @@ below 1e-6). The audit assertions use Clopper–Pearson bounds at alpha = 1e-6.
 import numpy as np
 import pytest
 
-from audits.scenario import Scenario
+from audits.io.scenario import Scenario
 from audits.utility import clustering_accuracy
 from mechanisms import MECHANISMS, UserBatch, WorldInfo, bit_release
 from mechanisms.pairwise_preference import PairwisePreference, PairwisePreferenceBroken, rated_pairs

@@ -3,7 +3,8 @@ import json
 import numpy as np
 
 from audits.cli import main
-from audits.sweep import fit_slope, with_parameter
+from audits.io.scenario import with_parameter
+from audits.sweep import fit_slope
 from simulator.learning import checkpoints
 
 
@@ -86,7 +87,7 @@ def test_sweep_needs_a_sweep_block(tmp_path, quickstart_data, capsys):
 
 
 def test_linked_parameters_follow_the_axis():
-    from audits.scenario import SweepAxis
+    from audits.io.scenario import SweepAxis
 
     axis = SweepAxis(parameter="population.n_items", values=[40, 80], linked={"population.ratings_per_user": 0.5})
     data = {"population": {"n_items": 10, "ratings_per_user": 5}}

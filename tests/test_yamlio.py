@@ -1,4 +1,4 @@
-"""Tests for audits.yamlio: safe YAML loading with line-accurate errors."""
+"""Tests for audits.io.yamlio: safe YAML loading with line-accurate errors."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from audits.yamlio import (
+from audits.io.yamlio import (
     ScenarioError,
     format_validation_error,
     line_for,

@@ -15,10 +15,15 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, model_validator
 
+import copy
+
 from attacks import ATTACKS
 from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.churn import Churn
 from simulator.population import POPULATIONS
+
+from ..designs import DESIGNS, DesignError
+from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
 
 from .yamlio import ScenarioError, format_validation_error, load_yaml
 
@@ -81,10 +86,16 @@ ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"bu
                            **_dataclass_fields(Churn))
 
 
+#: the registered estimator a (method, threshold) pair names: clopper-pearson names its threshold strategy
+ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run"}
+
+
 class AuditConfig(BaseModel):
-    """How the audit runs: trials, confidence, estimator and threshold choice, tests."""
+    """How the audit runs: design, trials, confidence, estimator (by name, with its settings), tests."""
 
     model_config = STRICT
+    design: Literal[tuple(DESIGNS)] | None = Field(  # type: ignore[valid-type]
+        None, description="how scores are produced (default: one_run for method one-run, else local_replay)")
     trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
     alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
     method: Literal["clopper-pearson", "gdp", "one-run"] = "clopper-pearson"
@@ -100,18 +111,26 @@ class AuditConfig(BaseModel):
     block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
     target_candidates: int = Field(64, ge=1)
 
+    @property
+    def estimator_name(self) -> str:
+        return ESTIMATOR_OF_METHOD.get(self.method, self.threshold)
+
+    @property
+    def design_name(self) -> str:
+        return self.design or ("one_run" if self.method == "one-run" else "local_replay")
+
     @model_validator(mode="after")
-    def _threshold_settings(self) -> "AuditConfig":
-        if self.method == "clopper-pearson" and self.threshold == "explicit" and self.threshold_value is None:
-            raise ParameterError("threshold_value", "required with threshold: explicit")
-        if self.method == "clopper-pearson" and self.threshold == "bonferroni" \
-                and self.thresholds is None and self.score_range is None:
-            raise ParameterError("thresholds", "threshold: bonferroni needs a grid fixed in advance: "
-                                               "thresholds or score_range")
+    def _estimator_settings(self) -> "AuditConfig":
         if self.method == "gdp" and self.threshold != "split":
             raise ParameterError("threshold", "the gdp method chooses its threshold by split")
-        if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
-            raise ParameterError("score_range", "must be [low, high] with low < high")
+        try:
+            estimator = build_estimator(self)
+        except EstimatorError as exc:
+            raise ParameterError(exc.field, str(exc)) from None
+        produces = DESIGNS[self.design_name].produces
+        if estimator.input != produces:
+            raise ParameterError("design", f"design {self.design_name} produces {produces} but method "
+                                           f"{self.method} needs {estimator.input}")
         return self
 
 
@@ -138,8 +157,6 @@ class SweepAxis(BaseModel):
 
     def apply(self, data: dict, value) -> dict:
         """Scenario data with this axis at ``value`` (and its linked parameters)."""
-        from .sweep import with_parameter
-
         data = with_parameter(data, self.parameter, value)
         for dotted, factor in self.linked.items():
             section, _, key = dotted.partition(".")
@@ -196,13 +213,19 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _method_fits_the_claim(self, info: ValidationInfo) -> "Scenario":
-        if self.audit.method == "gdp":
-            claim = build(self.mechanism, MECHANISMS).claim
-            if claim.delta <= 0:
-                raise ParameterError("audit", f"method: gdp converts mu to epsilon at the claim's delta, but "
-                                              f"{self.mechanism.kind} claims pure epsilon-DP (delta = 0); "
-                                              f"use clopper-pearson")
+    def _audit_fits_the_claim(self, info: ValidationInfo) -> "Scenario":
+        """The estimator and the design must be valid for the claim the mechanism makes."""
+        mechanism = build(self.mechanism, MECHANISMS)
+        churn = build_churn(self.churn)
+        claim = mechanism.claim_for(churn.queries_per_user)
+        try:
+            build_estimator(self.audit).check_claim(claim)
+        except EstimatorError as exc:
+            raise ParameterError("audit", f"{exc.field}: {exc}") from None
+        try:
+            DESIGNS[self.audit.design_name]().check(mechanism, claim, churn, self.audit.trials)
+        except DesignError as exc:
+            raise ParameterError("audit.design", str(exc)) from None
         return self
 
     @model_validator(mode="after")
@@ -238,6 +261,25 @@ def build(config: BaseModel, registry: dict[str, type], base_dir: Path | None = 
 
 def build_churn(config: BaseModel) -> Churn:
     return Churn(**_params(config))
+
+
+def build_estimator(audit: AuditConfig) -> Estimator:
+    """The registered estimator the audit names, configured from its settings."""
+    cls = ESTIMATORS[audit.estimator_name]
+    return cls(**{name: getattr(audit, name) for name in estimator_settings(cls)})
+
+
+def with_parameter(data: dict, dotted: str, value) -> dict:
+    """A deep copy of scenario data with ``dotted`` (e.g. ``mechanism.epsilon``) set to ``value``."""
+    data = copy.deepcopy(data)
+    *parents, leaf = dotted.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    if leaf not in node and not isinstance(node, dict):
+        raise KeyError(dotted)
+    node[leaf] = value
+    return data
 
 
 def load_scenario(path: str | Path) -> Scenario:

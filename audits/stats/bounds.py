@@ -37,6 +37,8 @@ from scipy import optimize, stats
 from scipy.special import log_ndtr
 from statsmodels.stats.multitest import multipletests
 
+from .pvalues import p_value_from_bound
+
 __all__ = [
     "BoundResult",
     "cp_upper",
@@ -700,9 +702,6 @@ def holm_adjust(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(reject, dtype=bool), np.asarray(adjusted, dtype=float)
 
 
-_P_FLOOR = 1e-300
-
-
 def violation_p_value(
     false_pos, n_neg, false_neg, n_pos, epsilon_claim: float, delta: float = 0.0, *, tol: float = 1e-10
 ) -> float:
@@ -711,27 +710,9 @@ def violation_p_value(
     The test "reject if :func:`epsilon_lower_bound` at level alpha exceeds
     ε_claim" has rejection regions nested in alpha (the bound grows with
     alpha), so its p-value is ``inf{alpha : ε_LB(alpha) > ε_claim}`` and
-    ``p < alpha ⇔ ε_LB(alpha) > ε_claim`` (Lehmann & Romano, *Testing
-    Statistical Hypotheses*, §3.3). Found by bisection on ``ln alpha`` to
-    relative precision ``tol``; 1 when even alpha → 1 does not reject,
-    ``1e-300`` (a floor) when even that alpha rejects. Feed several of them
-    to :func:`holm_adjust`.
+    ``p < alpha ⇔ ε_LB(alpha) > ε_claim`` (:func:`audits.stats.pvalues.p_value_from_bound`).
+    Feed several of them to :func:`holm_adjust`.
     """
     _check_delta(delta)
-
-    def rejects(log_alpha: float) -> bool:
-        a = math.exp(log_alpha)
-        return float(epsilon_lower_bound(false_pos, n_neg, false_neg, n_pos, a, delta)) > epsilon_claim
-
-    lo, hi = math.log(_P_FLOOR), math.log1p(-1e-12)
-    if not rejects(hi):
-        return 1.0
-    if rejects(lo):
-        return _P_FLOOR
-    while hi - lo > tol:  # invariant: rejects(hi), not rejects(lo)
-        mid = 0.5 * (lo + hi)
-        if rejects(mid):
-            hi = mid
-        else:
-            lo = mid
-    return float(math.exp(hi))
+    return p_value_from_bound(
+        lambda a: float(epsilon_lower_bound(false_pos, n_neg, false_neg, n_pos, a, delta)), epsilon_claim, tol)

@@ -1,15 +1,12 @@
 """Audit reports: report.json (machines), report.md (people), trials.csv, accuracy.png."""
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
-from .runner import AuditResult
+from .store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 1
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
@@ -21,6 +18,13 @@ def _version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _pair_dict(pair) -> dict | None:
+    if pair.differing_bits is None:
+        return None
+    return {"differing_bits": pair.differing_bits, "world0": pair.sketches[0].astype(int).tolist(),
+            "world1": pair.sketches[1].astype(int).tolist()}
 
 
 def _test_dict(test, claim) -> dict:
@@ -40,9 +44,7 @@ def _test_dict(test, claim) -> dict:
         "p_value": test.p_value,
         "holm_adjusted_p_value": test.adjusted_p_value,
         "verdict": test.verdict,
-        "target_sketches": {"differing_bits": test.pair.differing_bits,
-                            "world0": test.pair.sketches[0].astype(int).tolist(),
-                            "world1": test.pair.sketches[1].astype(int).tolist()},
+        "target_sketches": _pair_dict(test.pair),
     }
     if "false_pos" in bound:
         d["counts"] = {k: bound[k] for k in ("false_pos", "n_neg", "false_neg", "n_pos")}
@@ -54,7 +56,7 @@ def _test_dict(test, claim) -> dict:
     return d
 
 
-def report_dict(result: AuditResult) -> dict:
+def report_dict(result) -> dict:
     """The JSON report. Everything except ``timing`` is a function of scenario and seed."""
     claim = result.claim
     scenario = result.scenario
@@ -68,8 +70,9 @@ def report_dict(result: AuditResult) -> dict:
         "claim": claim.to_dict(),
         "audit": {
             "view": claim.view,
-            "trials_per_world": scenario.audit.trials if scenario.audit.method != "one-run" else None,
-            "canaries": scenario.audit.trials if scenario.audit.method == "one-run" else None,
+            "design": result.design,
+            "trials_per_world": scenario.audit.trials if result.design != "one_run" else None,
+            "canaries": scenario.audit.trials if result.design == "one_run" else None,
             "family_alpha": scenario.audit.alpha,
             "tests_in_family": len(tests),
             "correction": "Holm step-down on the verdicts; every bound at alpha / tests (simultaneous)",
@@ -105,7 +108,8 @@ def report_markdown(report: dict) -> str:
         f"- mechanism `{report['scenario']['mechanism']['kind']}`; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
         f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
-        f"(ceiling {audit['ceiling']:.4f}, tightness {_fmt(audit['tightness'])}), {runs}",
+        f"(ceiling {audit['ceiling']:.4f}, tightness {_fmt(audit['tightness'])}), {runs} "
+        f"(design `{audit['design']}`)",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
         f"- utility: {util['metric']} at the last release: {_fmt(util['final_accuracy'])}",
@@ -141,20 +145,14 @@ def report_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f.name, path)
-
-
-def write_reports(result: AuditResult, out_dir: Path) -> dict:
+def write_reports(result, out_dir: Path) -> dict:
     """Write every report file into ``out_dir`` and return the JSON report."""
     import pandas as pd
 
     out_dir.mkdir(parents=True, exist_ok=True)
     report = report_dict(result)
-    _atomic_text(out_dir / "report.json", json.dumps(report, indent=2) + "\n")
-    _atomic_text(out_dir / "report.md", report_markdown(report))
+    write_json(out_dir / "report.json", report)
+    write_text(out_dir / "report.md", report_markdown(report))
     frames = []
     for test in result.tests:
         if test.worlds is not None:  # one-run canaries
@@ -169,9 +167,7 @@ def write_reports(result: AuditResult, out_dir: Path) -> dict:
                 else np.full(idx.size, "evaluation")
             frames.append(pd.DataFrame({"test": test.name, "trial": idx, "world": world, "part": part,
                                         "score": test.scores[world]}))
-    tmp = out_dir / "trials.csv.tmp"
-    pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
-    os.replace(tmp, out_dir / "trials.csv")
+    write_bytes(out_dir / "trials.csv", pd.concat(frames, ignore_index=True).to_csv(index=False).encode())
     _plot_accuracy(report, out_dir / "accuracy.png")
     return report
 
@@ -218,8 +214,8 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
         "fits": result.fits,
         "points": result.points,
     }
-    _atomic_text(out_dir / "sweep.json", json.dumps(report, indent=2) + "\n")
-    pd.DataFrame(result.points).to_csv(out_dir / "sweep_points.csv", index=False)
+    write_json(out_dir / "sweep.json", report)
+    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(result.points).to_csv(index=False).encode())
     lines = [f"# Scaling sweep: {result.scenario.name} ({result.grid} grid)", "",
              f"Mechanism `{result.scenario.mechanism.kind}`. {report['definition']}.", "",
              "| parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | theory in CI | "
@@ -233,7 +229,7 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
                      f"{inside} | {f['censored']} |")
     lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
               "(their constants are unknown, so only slopes are compared).", ""]
-    _atomic_text(out_dir / "sweep.md", "\n".join(lines))
+    write_text(out_dir / "sweep.md", "\n".join(lines))
     _plot_sweep(result, out_dir / "scaling.png")
     return report
 

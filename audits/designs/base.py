@@ -1,0 +1,155 @@
+"""The design contract: how an audit produces attack scores, and the block machinery designs share.
+
+A design decides what one audit run is (one replayed release, one whole
+protocol run, one canary inside the world's run), which claims it is valid
+for, and where its runs' randomness comes from. It produces either
+``pairs`` (scores of runs in world 0 and world 1, for the distinguishing
+estimators) or ``canaries`` (one score per canary and its secret world, for
+the one-run estimators).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Literal
+
+import numpy as np
+
+from mechanisms import PrivacyClaim, Protocol
+from simulator.engine import Inserted
+from simulator.neighbours import NeighbourPolicy, TargetPair
+from simulator.seeds import child_seed
+from simulator.transcript import Transcript, View, others_view, releases_view, target_view, watched_messages
+
+
+class DesignError(ValueError):
+    """The design cannot audit this mechanism or claim."""
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """What every block of an audit needs; picklable, so executors can ship it."""
+
+    mechanism: Protocol
+    population: Any
+    catalogue: Any
+    churn: Any
+    attacks: tuple
+    claim: PrivacyClaim
+    view: str
+    answers: int  # queries each user answers (the claim composes over them)
+    entropy: int  # of the audit's root stream: blocks draw from named children of it
+    world_entropy: int  # of the world's stream: designs that re-run the protocol keep the world
+
+    def root(self, *parts) -> np.random.SeedSequence:
+        return child_seed(np.random.SeedSequence(self.entropy), *parts)
+
+    def world_seed(self) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self.world_entropy)
+
+
+@dataclass
+class DesignOutput:
+    """Scores of every test target: per target a dict with ``scores`` (and ``worlds`` for canaries)."""
+
+    pairs: list[TargetPair]
+    runs: list[dict[str, np.ndarray]]
+
+
+class Design(ABC):
+    """How an audit gets its scores."""
+
+    name: ClassVar[str]
+    produces: ClassVar[Literal["pairs", "canaries"]] = "pairs"
+    #: the claim models the design is valid for (None: all)
+    valid_models: ClassVar[tuple[str, ...] | None] = None
+
+    def check(self, mechanism: Protocol, claim: PrivacyClaim, churn, trials: int) -> None:
+        """Raise :class:`DesignError` when this design cannot audit ``mechanism``'s ``claim``."""
+        if self.valid_models is not None and claim.model not in self.valid_models:
+            raise DesignError(f"design {self.name} is valid only for {'/'.join(self.valid_models)} claims; "
+                              f"{mechanism.name} makes a {claim.model} claim")
+
+    def inserts(self, job: AuditJob, policy: NeighbourPolicy, trials: int) -> Inserted | None:
+        """Users to place into the world's own run (canaries), or None."""
+        return None
+
+    @abstractmethod
+    def scores(self, job: AuditJob, policy: NeighbourPolicy, targets: int, trials: int, block_size: int,
+               world: Transcript, executor: Executor, progress, report: Callable[[str], None]) -> DesignOutput:
+        """The attacks' scores for every target."""
+
+
+# ---------------------------------------------------------------- views cut from a run
+
+
+def view_of(transcript: Transcript, kind: str, users: np.ndarray, answers: int) -> View:
+    """The view ``kind`` of the audited ``users`` (inserted into the run) cut from its transcript."""
+    if kind == "messages":
+        return watched_messages(transcript, users, answers)
+    if kind == "releases":
+        return releases_view(transcript)
+    if kind == "others":
+        return others_view(transcript, int(users[0]))
+    return target_view(transcript, int(users[0]))
+
+
+def stack_views(views: list[View]) -> View:
+    """Per-run views of one kind as one view with runs on axis 0."""
+    first = views[0]
+    if first.kind == "messages":
+        queries = tuple(np.concatenate([v.queries[a] for v in views]) for a in range(len(first.queries)))
+        return View("messages", messages=np.concatenate([v.messages for v in views]), queries=queries)
+    return View(first.kind, releases=tuple(v.releases for v in views), rounds=tuple(v.rounds for v in views),
+                others=[v.others for v in views], target=[v.target for v in views])
+
+
+# ---------------------------------------------------------------- blocks over an executor
+
+
+def block_sizes(trials: int, block_size: int) -> list[int]:
+    return [min(block_size, trials - start) for start in range(0, trials, block_size)]
+
+
+def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
+               executor: Executor, progress, report: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
+    """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes."""
+    sizes = block_sizes(trials, block_size)
+    results: dict[tuple[int, int], dict] = {}
+    futures = {}
+    for target, pair in enumerate(pairs):
+        for index, size in enumerate(sizes):
+            saved = progress.load_arrays(f"block-{target:03d}-{index:06d}")
+            if saved is not None and saved["scores"].shape[-1] == size:
+                results[target, index] = saved
+            else:
+                futures[target, index] = executor.submit(block, job, pair, target, index, size)
+    if results:
+        report(f"resumed {len(results)} of {len(sizes) * len(pairs)} trial blocks")
+    for n, ((target, index), future) in enumerate(futures.items(), 1):
+        results[target, index] = future.result()
+        progress.save_arrays(f"block-{target:03d}-{index:06d}", results[target, index])
+        report(f"trial block {n}/{len(futures)} done")
+    merged = []
+    for target in range(len(pairs)):
+        blocks = [results[target, b] for b in range(len(sizes))]
+        merged.append({k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]})
+    return merged
+
+
+def fit_attacks(job: AuditJob, pair: TargetPair, sample: Callable[[int, np.random.SeedSequence], View]) -> tuple:
+    """The job's attacks, those that learn fitted on ``sample(world, seed)`` runs from the ``train`` stream.
+
+    The training runs come from their own stream, so the runs the estimators
+    count are never seen by ``fit``.
+    """
+    if not any(a.requires_fit for a in job.attacks):
+        return job.attacks
+    views = [sample(world, job.root("train", world)) for world in (0, 1)]
+    view = stack_views(views)
+    worlds = np.repeat([0, 1], [len(views[0]), len(views[1])])
+    for attack in job.attacks:
+        if attack.requires_fit:
+            attack.fit(job.mechanism, pair, view, worlds)
+    return job.attacks

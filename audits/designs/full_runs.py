@@ -1,0 +1,66 @@
+"""``full_runs``: one run = the whole protocol re-run on the scenario's world (valid for every claim).
+
+Every trial replays the scenario's world (the same arrivals and private rows:
+the world stream is fixed) with fresh mechanism coins (queries, randomizer,
+server noise) and the target inserted at the first tick, holding its world-0
+or world-1 row; the attacks read the claim's view cut from that run's
+transcript. It is the honest way to audit central and joint claims, and a
+check on local replay for local ones — at the price of one protocol run per
+trial, so keep the world small.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+
+from simulator.engine import Inserted, run_protocol
+from simulator.seeds import stream
+from simulator.transcript import Recorder, View
+
+from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks, stack_views, view_of
+
+#: the most user-answers (users per run x runs) a full-runs audit may cost before it is refused at load time
+MAX_USER_RUNS = 5e8
+
+
+def whole_run(job, pair, world: int, coins) -> View:
+    """One whole protocol run with the target in ``world``; the claim's view of it."""
+    inserted = Inserted(pair.rows(world), np.ones(1, dtype=np.int64))
+    transcript = run_protocol(job.mechanism, job.population, job.catalogue, job.churn, job.world_seed(), coins,
+                              Recorder(answers=False, outputs="all" if job.view == "others" else "watched"),
+                              inserted)
+    return view_of(transcript, job.view, transcript.inserted, job.answers)
+
+
+def runs_block(job, pair, target: int, index: int, size: int) -> dict[str, np.ndarray]:
+    """Scores (attacks, 2, size): ``size`` runs per world, run ``i`` with coins ("trials", target, index, world, i)."""
+    views = [stack_views([whole_run(job, pair, world, job.root("trials", target, index, world, i))
+                          for i in range(size)]) for world in (0, 1)]
+    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
+
+
+@dataclass(frozen=True)
+class FullRuns(Design):
+    """The whole protocol per trial on the scenario's (small) world, the target inserted."""
+
+    name: ClassVar[str] = "full_runs"
+
+    def check(self, mechanism, claim, churn, trials) -> None:
+        super().check(mechanism, claim, churn, trials)
+        cost = churn.arrival_rate * churn.horizon * 2 * trials
+        if cost > MAX_USER_RUNS:
+            raise DesignError(f"design full_runs re-runs the whole world per trial: {churn.arrival_rate:g} "
+                              f"arrivals x horizon {churn.horizon:g} x 2 x {trials} trials = {cost:.3g} user-runs "
+                              f"(more than {MAX_USER_RUNS:.0e}); make the world smaller or use one_run")
+
+    def scores(self, job, policy, targets, trials, block_size, world, executor, progress, report):
+        pairs = [policy.rows_for_runs(job.population, job.catalogue, 1, stream(job.root(), "target", t))
+                 for t in range(targets)]
+        if any(a.requires_fit for a in job.attacks):
+            pair = pairs[0]
+            job = replace(job, attacks=fit_attacks(job, pair, lambda w, seed: stack_views(
+                [whole_run(job, pair, w, seed.spawn(trials)[i]) for i in range(trials)])))
+        return DesignOutput(pairs, run_blocks(runs_block, job, pairs, trials, block_size, executor, progress,
+                                              report))

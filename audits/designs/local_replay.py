@@ -1,0 +1,71 @@
+"""``local_replay``: one run = one release of the target's sketches (local claims only).
+
+Under a local protocol the target's messages depend only on its own row, its
+public queries and its coins; other users' messages are independent of the
+target's world. So one run of the whole protocol, seen through the
+``messages`` view, is exactly one release of the target's true sketches
+under its queries: exact, and cheap. The queries are drawn once before the
+trials (they are public and independent of private data) and the neighbour
+policy builds the worst-case pair for them. This path skips the simulated
+world, so it is valid only for local claims of one-round local randomizers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from simulator.neighbours import is_local
+from simulator.seeds import stream
+from simulator.transcript import View
+
+from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
+
+
+def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> View:
+    """The target's messages over runs, run ``r`` in world ``worlds[r]``."""
+    messages = mechanism.release(pair.sketches[np.asarray(worlds, dtype=np.int64)], rng)
+    return View("messages", messages=messages, queries=pair.queries)
+
+
+def replay_block(job, pair, target: int, index: int, size: int) -> dict[str, np.ndarray]:
+    """Scores (attacks, 2, size) of ``size`` replayed runs per world, from streams ("trials", target, index, world)."""
+    views = [replay(job.mechanism, pair, np.full(size, world), stream(job.root(), "trials", target, index, world))
+             for world in (0, 1)]
+    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
+
+
+@dataclass(frozen=True)
+class LocalReplay(Design):
+    """One replayed release of the target per trial; valid only for local claims."""
+
+    name: ClassVar[str] = "local_replay"
+    valid_models: ClassVar[tuple[str, ...]] = ("local",)
+
+    def check(self, mechanism, claim, churn, trials) -> None:
+        super().check(mechanism, claim, churn, trials)
+        if not is_local(mechanism):
+            raise DesignError(f"design local_replay replays a one-round local randomizer; {mechanism.name} "
+                              f"is not one (use full_runs or one_run)")
+
+    def scores(self, job, policy, targets, trials, block_size, world, executor, progress, report):
+        pairs = [policy.worst_case_pair(job.mechanism, job.population, job.catalogue, job.answers,
+                                        stream(job.root(), "target", t)) for t in range(targets)]
+        for t, pair in enumerate(pairs):
+            if pair.differing_bits < pair.sketches.shape[1]:
+                report(f"warning: target {t} differs in {pair.differing_bits} of {pair.sketches.shape[1]} "
+                       f"sketch bits between its worlds; its test can show little more than that share of epsilon")
+        if any(a.requires_fit for a in job.attacks):
+            job = _fitted(job, pairs[0], trials)
+        return DesignOutput(pairs, run_blocks(replay_block, job, pairs, trials, block_size, executor, progress,
+                                              report))
+
+
+def _fitted(job, pair, trials):
+    from dataclasses import replace
+
+    def sample(world, seed):
+        return replay(job.mechanism, pair, np.full(trials, world), np.random.default_rng(seed))
+
+    return replace(job, attacks=fit_attacks(job, pair, sample))

@@ -1,0 +1,56 @@
+"""``one_run``: m canaries, each in world 1 with probability ½, inside ONE run of the protocol.
+
+The canaries are users whose rows are fixed before the run (the neighbour
+policy's world-0 and world-1 rows; a fair coin per canary picks which one it
+holds). They are inserted into the scenario's own world run — the run that
+also measures utility — spread evenly over its query rounds, and each gives
+all its answers. The attacks score every canary from the claim's view of
+that one run; the one-run estimators turn the top and bottom guesses into a
+bound (Steinke, Nasr, Jagielski 2023). One protocol run, however many canaries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from simulator.engine import Inserted, spread_ticks
+from simulator.seeds import stream
+from simulator.transcript import View
+
+from .base import Design, DesignError, DesignOutput, view_of
+
+
+@dataclass(frozen=True)
+class OneRunCanaries(Design):
+    """Canaries inside the world's one run; scores per canary with its secret world."""
+
+    name: ClassVar[str] = "one_run"
+    produces: ClassVar[str] = "canaries"
+
+    def check(self, mechanism, claim, churn, trials) -> None:
+        super().check(mechanism, claim, churn, trials)
+        if claim.view != "messages":
+            raise DesignError(f"design one_run scores each canary from its own messages so far; a "
+                              f"{claim.view!r} view of canaries is not built yet (use full_runs)")
+
+    def _canaries(self, job, policy, m):
+        pair = policy.rows_for_runs(job.population, job.catalogue, m, stream(job.root(), "canaries"))
+        worlds = stream(job.root(), "canaries", "worlds").integers(0, 2, m)
+        return pair, worlds
+
+    def inserts(self, job, policy, trials):
+        pair, worlds = self._canaries(job, policy, trials)
+        rows = pair.rows0.take(np.arange(trials))
+        rows.liked[worlds == 1] = pair.rows1.liked[worlds == 1]
+        rows.rated[worlds == 1] = pair.rows1.rated[worlds == 1]
+        return Inserted(rows, spread_ticks(trials, job.churn, job.answers))
+
+    def scores(self, job, policy, targets, trials, block_size, world, executor, progress, report):
+        if any(a.requires_fit for a in job.attacks):
+            raise DesignError("design one_run cannot fit a learning attack yet (its canaries are all counted)")
+        pair, worlds = self._canaries(job, policy, trials)
+        view: View = view_of(world, job.view, world.inserted, job.answers)
+        scores = np.stack([a.scores(job.mechanism, pair, view) for a in job.attacks])
+        return DesignOutput([pair], [{"scores": scores, "worlds": worlds}])

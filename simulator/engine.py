@@ -1,0 +1,232 @@
+"""The protocol engine: the one round loop of the code base, on a SimPy clock.
+
+SimPy owns event time (arrivals, query rounds, releases); numpy does the
+arithmetic over the batch of users a round touches. Every run of a protocol
+goes through :class:`ProtocolRun`: the churn world (``simulator.churn``),
+learning curves (``simulator.learning``), and every audit design that re-runs
+the protocol. Processes are started in a fixed order (arrivals, rounds,
+releases), so same-time events run in the same order every run.
+
+Two seeds feed a run: the world's (catalogue aside: arrivals ``churn``,
+private rows ``users``) and the mechanism's coins (``queries``, the users'
+``randomizer``, the server's ``noise``). By default both are the run's root;
+a full-runs audit keeps the world and draws new coins per trial.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from mechanisms import Protocol, UserBatch, WorldInfo
+
+from .population import Catalogue
+from .seeds import stream
+from .transcript import Recorder, Release, Round, Transcript
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """Users placed into a run by an audit (targets, canaries): their rows and arrival ticks.
+
+    They stay until they have answered every query of their quota, and are
+    always watched by the recorder.
+    """
+
+    rows: UserBatch
+    ticks: np.ndarray  # query tick (1, 2, ...) at which each arrives
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+class ProtocolRun:
+    """One run of a protocol over a world. Only the users still able to answer keep their rows in memory."""
+
+    def __init__(self, protocol: Protocol, population, catalogue: Catalogue, schedule,
+                 world_seed: np.random.SeedSequence, coins_seed: np.random.SeedSequence | None = None,
+                 recorder: Recorder | None = None, inserted: Inserted | None = None):
+        self.protocol, self.population, self.catalogue, self.schedule = protocol, population, catalogue, schedule
+        coins = world_seed if coins_seed is None else coins_seed
+        self.rng_churn, self.rng_users = stream(world_seed, "churn"), stream(world_seed, "users")
+        self.rng_queries, self.rng_randomizer = stream(coins, "queries"), stream(coins, "randomizer")
+        self.rng_noise = stream(coins, "noise")
+        self.recorder = recorder or Recorder()
+        self.world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
+        self.state = protocol.init_state(self.world)
+        self.inserted = inserted
+        self.arrival: list[np.ndarray] = []
+        self.departure: list[np.ndarray] = []
+        self.cluster: list[np.ndarray] = []
+        self.inserted_ids: list[np.ndarray] = []
+        self.n_users = 0
+        self.users_seen = 0
+        n = catalogue.n_items
+        self.active_id = np.zeros(0, dtype=np.int64)
+        self.active_departure = np.zeros(0)
+        self.active_answered = np.zeros(0, dtype=np.int64)
+        self.active_inserted = np.zeros(0, dtype=bool)
+        self.active_rows = UserBatch(np.zeros((0, n), bool), np.zeros((0, n), bool))
+        self.active_carried = protocol.init_carried(0)
+
+    # ---------------------------------------------------------------- who is present
+
+    def admit(self, times: np.ndarray, departure: np.ndarray, clusters: np.ndarray, rows: UserBatch, now: float,
+              inserted: bool = False) -> None:
+        """Register users who arrived since the last tick; those already gone are never asked."""
+        ids = self.n_users + np.arange(times.size)
+        self.arrival.append(times)
+        self.departure.append(departure)
+        self.cluster.append(clusters)
+        if inserted:
+            self.inserted_ids.append(ids)
+        self.n_users += times.size
+        stays = departure > now
+        k = int(stays.sum())
+        self.active_id = np.concatenate([self.active_id, ids[stays]])
+        self.active_departure = np.concatenate([self.active_departure, departure[stays]])
+        self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
+        self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
+        self.active_rows = UserBatch(np.concatenate([self.active_rows.rated, rows.rated[stays]]),
+                                     np.concatenate([self.active_rows.liked, rows.liked[stays]]))
+        carried = self.protocol.init_carried(k)
+        if carried is not None:
+            self.active_carried = np.concatenate([self.active_carried, carried])
+
+    def _keep_active(self, keep: np.ndarray) -> None:
+        """Drop users who left or are done; each computes its personal output as it goes."""
+        if keep.all():
+            return
+        gone = ~keep
+        if gone.any():
+            rows = self.active_rows.take(gone)
+            carried = None if self.active_carried is None else self.active_carried[gone]
+            outputs = self.protocol.personal_output(rows, carried, self.state)
+            ids = self.active_id[gone]
+            self.recorder.outputs(ids, outputs, self.recorder.is_watched(ids, self.active_inserted[gone]))
+        self.active_id, self.active_departure = self.active_id[keep], self.active_departure[keep]
+        self.active_answered, self.active_inserted = self.active_answered[keep], self.active_inserted[keep]
+        self.active_rows = self.active_rows.take(keep)
+        if self.active_carried is not None:
+            self.active_carried = self.active_carried[keep]
+
+    # ---------------------------------------------------------------- the round loop
+
+    def query_round(self, now: float) -> None:
+        """One round: broadcast, then every present user with queries left answers, batch by batch."""
+        self._keep_active(self.active_departure > now)
+        published = self.protocol.broadcast(self.state)
+        self.recorder.rounds.append(Round(now, published))
+        batch_size = self.schedule.batch_size
+        for start in range(0, self.active_id.size, batch_size):
+            self._answer(slice(start, start + batch_size), published, now)
+        self.state = self.protocol.end_round(self.state, self.rng_noise)
+        self._keep_active(self.active_answered < self.schedule.queries_per_user)
+
+    def _answer(self, batch: slice, published, now: float) -> None:
+        protocol = self.protocol
+        rows = self.active_rows.take(batch)
+        queries = protocol.make_queries(len(rows), self.rng_queries, self.state, rows.rated)
+        carried = None if self.active_carried is None else self.active_carried[batch]
+        messages, carried = protocol.respond(rows, queries, published, carried, self.rng_randomizer)
+        if carried is not None:
+            self.active_carried[batch] = carried
+        self.state = protocol.aggregate(self.state, queries, messages)
+        answered = self.active_answered[batch]
+        self.users_seen += int(np.count_nonzero(answered == 0))
+        ids = self.active_id[batch]
+        watched = self.recorder.is_watched(ids, self.active_inserted[batch])
+        self.recorder.answers(now, ids, answered, watched, queries, messages, protocol.take_queries)
+        self.active_answered[batch] += 1
+
+    def release(self, now: float) -> None:
+        self.recorder.releases.append(Release(now, self.users_seen, self.protocol.estimate(self.state)))
+
+    def finish(self) -> Transcript:
+        """Every user still present is done: personal outputs, then the transcript."""
+        self._keep_active(np.zeros(self.active_id.size, dtype=bool))
+
+        def cat(parts, dtype):
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        return self.recorder.transcript(cat(self.arrival, float), cat(self.departure, float),
+                                        cat(self.cluster, np.int64), cat(self.inserted_ids, np.int64))
+
+    # ---------------------------------------------------------------- SimPy processes
+
+    def _admit_inserted(self, tick: int, now: float) -> None:
+        if self.inserted is None:
+            return
+        arrive = np.flatnonzero(self.inserted.ticks == tick)
+        if arrive.size:
+            n = arrive.size
+            self.admit(np.full(n, now), np.full(n, np.inf), np.full(n, -1), self.inserted.rows.take(arrive), now,
+                       inserted=True)
+
+    def poisson_arrivals(self, env: simpy.Environment):
+        """Exact Poisson arrival times with exponential lifetimes, registered at every tick."""
+        dt, churn = self.schedule.query_interval, self.schedule
+        for tick in itertools.count(1):
+            yield env.timeout(tick * dt - env.now)
+            n = int(self.rng_churn.poisson(churn.arrival_rate * dt))
+            times = np.sort(env.now - dt + dt * self.rng_churn.random(n))
+            departure = times + self.rng_churn.exponential(churn.mean_lifetime, n)
+            clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
+            self.admit(times, departure, clusters, rows, env.now)
+            self._admit_inserted(tick, env.now)
+
+    def cohort_arrivals(self, env: simpy.Environment, sizes):
+        """``sizes[k]`` users arrive at tick ``k + 1`` and stay for that tick's round only."""
+        dt = self.schedule.query_interval
+        for tick, n in enumerate(sizes, 1):
+            yield env.timeout(tick * dt - env.now)
+            clusters, rows = self.population.sample_users(int(n), self.catalogue, self.rng_users)
+            self.admit(np.full(n, env.now), np.full(n, env.now + dt / 2), clusters, rows, env.now)
+            self._admit_inserted(tick, env.now)
+
+    def query_rounds(self, env: simpy.Environment):
+        for tick in itertools.count(1):
+            yield env.timeout(tick * self.schedule.query_interval - env.now)
+            self.query_round(env.now)
+
+    def scheduled_releases(self, env: simpy.Environment):
+        """A release at the first tick at or after each multiple of ``release_interval``, after its round."""
+        dt = self.schedule.query_interval
+        for k in itertools.count(1):
+            tick = math.ceil(k * self.schedule.release_interval / dt - 1e-9)
+            yield env.timeout(tick * dt - env.now)
+            # a zero delay puts the release after every event already due now (this tick's round)
+            yield env.timeout(0)
+            self.release(env.now)
+
+
+def run_protocol(protocol: Protocol, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
+                 coins_seed: np.random.SeedSequence | None = None, recorder: Recorder | None = None,
+                 inserted: Inserted | None = None) -> Transcript:
+    """Run the churn world until ``churn.horizon`` and return its transcript.
+
+    The server releases every ``release_interval`` and once more at the
+    horizon if the last scheduled release fell before it.
+    """
+    run = ProtocolRun(protocol, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
+    env = simpy.Environment()
+    env.process(run.poisson_arrivals(env))
+    env.process(run.query_rounds(env))
+    env.process(run.scheduled_releases(env))
+    env.run(until=churn.horizon + churn.query_interval * 1e-9)
+    releases = run.recorder.releases
+    if not releases or releases[-1].time < churn.horizon - 1e-9:
+        run.release(churn.horizon)
+    return run.finish()
+
+
+def spread_ticks(n_users: int, churn, answers: int) -> np.ndarray:
+    """Arrival ticks spreading ``n_users`` inserted users evenly over the run, leaving room for their answers."""
+    last = int(math.floor(churn.horizon / churn.query_interval + 1e-9)) - answers + 1
+    if last < 1:
+        raise ValueError(f"the horizon ({churn.horizon:g}) holds fewer query rounds than the {answers} answers "
+                         f"an inserted user must give")
+    return 1 + (np.arange(n_users) * last) // max(n_users, 1)

@@ -1,0 +1,166 @@
+"""The protocol engine: one round loop for every protocol, multi-round state, noise, outputs, recording."""
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from mechanisms import MaxSense, Protocol, UserBatch
+from mechanisms.accounting import GaussianRelease
+from simulator.churn import Churn, simulate
+from simulator.engine import Inserted, ProtocolRun, run_protocol, spread_ticks
+from simulator.learning import learning_curve, serve
+from simulator.population import SBMPopulation
+from simulator.transcript import Recorder, messages_view, others_view, target_view, watched_messages
+
+POP = SBMPopulation(n_items=20, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
+                    like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=5)
+
+
+@dataclass
+class NoisyLikeCount(Protocol):
+    """A toy central protocol: users report like counts, the server publishes a noisy running total.
+
+    Every round each user reports how many items it likes; the server sums the
+    round's reports and adds N(0, sigma^2) once per round (``end_round``);
+    each user carries the number of rounds it answered; its personal output
+    is its own count minus the published mean.
+    """
+
+    sigma: float = 1.0
+    name: str = "noisy_like_count"
+    claim_model = "central"
+    claim_delta = 1e-5
+
+    def privacy_event(self, answers=1):
+        return GaussianRelease(self.sigma, sensitivity=float(POP.ratings_per_user), count=answers)
+
+    def init_state(self, world):
+        return {"round_sum": 0.0, "total": 0.0, "reports": 0, "rounds": 0}
+
+    def broadcast(self, state):
+        return state["total"] / max(state["reports"], 1)
+
+    def make_queries(self, n_users, rng, state, rated=None):
+        return np.zeros((n_users, 1))
+
+    def init_carried(self, n_users):
+        return np.zeros(n_users, dtype=np.int64)
+
+    def respond(self, users, queries, published, carried, rng):
+        return users.liked.sum(axis=1, keepdims=True).astype(float), carried + 1
+
+    def aggregate(self, state, queries, messages):
+        state["round_sum"] += float(messages.sum())
+        state["reports"] += len(messages)
+        return state
+
+    def end_round(self, state, rng):
+        state["total"] += state["round_sum"] + rng.normal(0.0, self.sigma)
+        state["round_sum"] = 0.0
+        state["rounds"] += 1
+        return state
+
+    def estimate(self, state):
+        return np.array([state["total"]])
+
+    def personal_output(self, users, carried, state):
+        mean = state["total"] / max(state["reports"], 1)
+        return np.column_stack([users.liked.sum(axis=1) - mean, carried])
+
+
+def churn(**kw):
+    return Churn(**({"arrival_rate": 40.0, "mean_lifetime": 2.0, "horizon": 3.0, "query_interval": 0.5,
+                     "release_interval": 1.0} | kw))
+
+
+def catalogue(seed=0):
+    return POP.catalogue(np.random.default_rng(seed))
+
+
+def canaries(n, liked=True):
+    rated = np.zeros((n, POP.n_items), bool)
+    rated[:, :5] = True
+    return UserBatch(rated, rated.copy() if liked else np.zeros_like(rated))
+
+
+def test_a_multi_round_protocol_runs_with_carried_state_noise_and_personal_outputs():
+    cfg = churn(queries_per_user=3)
+    inserted = Inserted(canaries(2), np.array([1, 2]))
+    tr = run_protocol(NoisyLikeCount(), POP, catalogue(), cfg, np.random.SeedSequence(1),
+                      recorder=Recorder(outputs="all"), inserted=inserted)
+    # one broadcast per query round (ticks 0.5 .. 3.0), recorded before the round
+    assert [r.time for r in tr.rounds] == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    assert tr.rounds[0].published == 0.0
+    # the inserted users are watched: three answers each, their like count (5) every time
+    view = watched_messages(tr, tr.inserted, answers=3)
+    np.testing.assert_array_equal(view.messages, np.full((2, 3), 5.0))
+    # every user's personal output is recorded; its carried state counted its answers
+    out = dict(zip(tr.output_user.tolist(), tr.outputs[:, 1].tolist()))
+    answered = np.bincount(tr.answer_user, minlength=tr.n_users)
+    assert set(np.flatnonzero(answered)) <= set(out) and all(out[u] == answered[u] for u in out)
+    assert out[int(tr.inserted[0])] == 3
+    # joint-DP views: everyone else's outputs, and the target's own
+    others = others_view(tr, int(tr.inserted[0]))
+    assert int(tr.inserted[0]) not in others.others[0] and others.others[0].size == tr.output_user.size - 1
+    assert target_view(tr, int(tr.inserted[0])).target.shape == (1, 2)
+
+
+def test_server_noise_comes_from_its_own_stream_once_per_round():
+    cfg = churn()
+    world = np.random.SeedSequence(2)
+    a = run_protocol(NoisyLikeCount(sigma=10.0), POP, catalogue(), cfg, world, np.random.SeedSequence(7))
+    b = run_protocol(NoisyLikeCount(sigma=10.0), POP, catalogue(), cfg, world, np.random.SeedSequence(8))
+    c = run_protocol(NoisyLikeCount(sigma=0.0), POP, catalogue(), cfg, world, np.random.SeedSequence(7),
+                     Recorder(messages="all"))
+    # new coins, same world: the same users arrive at the same times
+    np.testing.assert_array_equal(a.arrival, b.arrival)
+    np.testing.assert_array_equal(a.answer_user, b.answer_user)
+    assert a.releases[-1].item_labels[0] != b.releases[-1].item_labels[0]
+    # without noise the total is the exact sum of like counts of every answer
+    assert c.releases[-1].item_labels[0] == pytest.approx(float(c.messages.sum()))
+    noise = a.releases[-1].item_labels[0] - c.releases[-1].item_labels[0]
+    rounds = len(a.rounds)
+    # the sum of `rounds` N(0, 100) draws: 6 standard deviations, false failure < 2e-9
+    assert abs(noise) < 6 * 10.0 * np.sqrt(rounds) and noise != 0.0
+
+
+def test_the_recorder_keeps_watched_messages_only_unless_asked():
+    cfg = churn()
+    seed = np.random.SeedSequence(3)
+    tr = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, seed, recorder=Recorder(watch=[0, 1]))
+    assert tr.messages is None
+    assert set(np.unique(tr.watched.user)) <= {0, 1}
+    full = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, seed, recorder=Recorder(messages="all"))
+    assert full.messages.shape[0] == full.answer_user.size
+    for user in np.unique(tr.watched.user):
+        np.testing.assert_array_equal(messages_view(tr, int(user)).messages,
+                                      messages_view(full, int(user)).messages)
+
+
+def test_inserted_users_spread_over_the_rounds_and_answer_their_quota():
+    cfg = churn(queries_per_user=2, horizon=5.0)
+    ticks = spread_ticks(50, cfg, answers=2)
+    assert ticks.min() == 1 and ticks.max() == 9  # 10 rounds, the last arrivals still answer twice
+    tr = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, np.random.SeedSequence(4),
+                      inserted=Inserted(canaries(50), ticks))
+    assert tr.inserted.size == 50
+    assert np.all(np.bincount(tr.watched.user, minlength=tr.n_users)[tr.inserted] == 2)
+    assert watched_messages(tr, tr.inserted, 2).messages.shape == (50, 2)
+    with pytest.raises(ValueError, match="horizon"):
+        spread_ticks(5, churn(horizon=1.0), answers=3)
+
+
+def test_learning_curves_and_serving_use_the_engine_and_agree():
+    cat = catalogue()
+    root = np.random.SeedSequence(5)
+    curve = list(learning_curve(POP, cat, MaxSense(epsilon=2.0), np.array([700, 4900]), root, batch_size=700))
+    assert [u for u, _ in curve] == [700, 4900]
+    run = serve(POP, cat, MaxSense(epsilon=2.0), 4900, root, batch_size=700)
+    assert isinstance(run, ProtocolRun) and run.users_seen == 4900
+    np.testing.assert_array_equal(MaxSense(epsilon=2.0).estimate(run.state), curve[-1][1])
+
+
+def test_users_seen_counts_users_not_answers():
+    tr = simulate(POP, catalogue(), MaxSense(epsilon=1.0), churn(queries_per_user=3, mean_lifetime=10.0),
+                  np.random.SeedSequence(6))
+    assert tr.releases[-1].users_seen == tr.n_answered_users < tr.answer_user.size
