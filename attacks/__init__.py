@@ -1,9 +1,11 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
 from .likelihood_ratio import LikelihoodRatioAttack
+from .sketch_agreement import SketchAgreementAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
+    "sketch_agreement": SketchAgreementAttack,
 }
 
 

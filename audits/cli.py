@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true")
     val = sub.add_parser("validate", help="check scenario files and report every problem")
     val.add_argument("scenarios", type=Path, nargs="+")
-    sub.add_parser("list", help="name the registered populations, mechanisms and attacks")
+    sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators")
     return parser
 
 
@@ -41,7 +41,12 @@ def _cmd_list() -> int:
     from mechanisms import MECHANISMS
     from simulator.population import POPULATIONS
 
-    for title, registry in (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS)):
+    from .designs import DESIGNS
+    from .stats.estimators import ESTIMATORS
+
+    for title, registry in (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
+                            ("audit designs (audit.design)", DESIGNS),
+                            ("estimators (audit.method / audit.threshold)", ESTIMATORS)):
         print(f"{title}:")
         for kind, cls in sorted(registry.items()):
             doc = (cls.__doc__ or "").strip().splitlines()[0]

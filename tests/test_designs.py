@@ -153,3 +153,14 @@ def test_learning_attacks_fit_on_their_own_runs():
     assert scores.shape == (2, 3_000)
     # the fitted bit test on one epsilon = 1 bit: bound ~0.8 at 1500 evaluation runs; 0.4 is > 5 sigma below
     assert 0.4 < split_epsilon_bound(scores[0], scores[1], alpha=1e-6).epsilon_lb <= 1.0
+
+
+def test_sketch_agreement_orders_runs_as_the_likelihood_ratio(write_scenario, quickstart_data):
+    quickstart_data["mechanism"] = {"kind": "multi_maxsense_broken", "epsilon": 2.0}
+    quickstart_data["attack"] = [{"kind": "likelihood_ratio"}, {"kind": "sketch_agreement"}]
+    result = run_scenario(load_scenario(write_scenario(small_world(quickstart_data, 4_000))))
+    lr, agree = (t.scores for t in result.tests)
+    # equal budgets on every bit: agreement is an increasing function of the likelihood ratio
+    order = np.argsort(lr, axis=None, kind="stable")
+    assert np.all(np.diff(agree.ravel()[order]) >= 0)
+    assert result.verdict == "violated"  # the twin spends 2 per bit while publishing 1 (4 in all vs 2 claimed)
