@@ -2,7 +2,7 @@
 
 A new mechanism is one module here plus one line in ``MECHANISMS``.
 """
-from .base import BitRandomizer, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
 from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
@@ -28,6 +28,6 @@ def get_mechanism(kind: str) -> type[Protocol]:
         raise KeyError(f"unknown mechanism {kind!r}; registered: {', '.join(sorted(MECHANISMS))}") from None
 
 
-__all__ = ["BitRandomizer", "Protocol", "LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
+__all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken"]

@@ -2,26 +2,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import numpy as np
 from annotated_types import Ge
 
 from . import bit_release
-
-Model = Literal["local", "central", "joint", "none"]
-Unit = Literal["rating", "user"]
-Neighbouring = Literal["replace", "add_remove"]
-ViewKind = Literal["messages", "releases", "others", "target"]
-
-PROTECTED_VIEW: dict[str, ViewKind] = {
-    "local": "messages",
-    "central": "releases",
-    "joint": "others",
-    "none": "target",
-}
-
+from .accounting import GaussianRelease, RandomizedResponseRelease, account
+from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
 
 class ParameterError(ValueError):
     """A bad parameter value; ``field`` (a name or dotted path) says where, so errors can point at it."""
@@ -29,37 +18,6 @@ class ParameterError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
-
-
-@dataclass(frozen=True)
-class PrivacyClaim:
-    """What a mechanism promises: (epsilon, delta)-DP in a model, per unit."""
-
-    epsilon: float
-    delta: float = 0.0
-    model: Model = "local"
-    unit: Unit = "user"
-    neighbouring: Neighbouring = "replace"
-    #: the Gaussian trade-off curve the claim implies (mu-GDP), when it has one; estimators
-    #: that convert through a Gaussian curve refuse claims without it
-    gaussian_mu: float | None = None
-
-    def __post_init__(self) -> None:
-        if not self.epsilon >= 0:
-            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
-        if not 0.0 <= self.delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1), got {self.delta}")
-
-    @property
-    def view(self) -> ViewKind:
-        """The adversary's view this claim protects."""
-        return PROTECTED_VIEW[self.model]
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self) | {"view": self.view}
-        if self.gaussian_mu is None:
-            del d["gaussian_mu"]
-        return d
 
 
 @dataclass(frozen=True)
@@ -127,8 +85,6 @@ class Protocol(ABC):
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         """The promise for a user answering ``answers`` queries, computed by the accountant."""
-        from .accounting import account
-
         return account(self.privacy_event(answers), self.claim_delta, model=self.claim_model,
                        unit=self.claim_unit, neighbouring=self.claim_neighbouring)
 
@@ -210,9 +166,27 @@ class BitRandomizer:
 
     def event(self, bits: int):
         """The accountant's view: ``bits`` releases at the published budget."""
-        from .accounting import RandomizedResponseRelease
-
         return RandomizedResponseRelease(self.epsilon, count=bits)
+
+
+@dataclass(frozen=True)
+class GaussianNoise:
+    """Central Gaussian noise as a component: the scale the claim is computed from and the one drawn.
+
+    ``sensitivity`` is the L2 sensitivity of the noised quantity to one unit
+    (the claim's unit). A broken twin changes only ``spent_sigma``.
+    """
+
+    sigma: float
+    sensitivity: float
+    spent_sigma: float | None = None
+
+    def __call__(self, shape, rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(0.0, self.sigma if self.spent_sigma is None else self.spent_sigma, shape)
+
+    def event(self, count: int = 1):
+        """The accountant's view: ``count`` releases at the published scale."""
+        return GaussianRelease(self.sigma, sensitivity=self.sensitivity, count=count)
 
 
 class LocalMechanism(Protocol):

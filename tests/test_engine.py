@@ -4,8 +4,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mechanisms import MaxSense, Protocol, UserBatch
-from mechanisms.accounting import GaussianRelease
+from mechanisms import GaussianNoise, MaxSense, Protocol, UserBatch
 from simulator.churn import Churn, simulate
 from simulator.engine import Inserted, ProtocolRun, run_protocol, spread_ticks
 from simulator.learning import learning_curve, serve
@@ -31,8 +30,12 @@ class NoisyLikeCount(Protocol):
     claim_model = "central"
     claim_delta = 1e-5
 
+    @property
+    def noise(self):
+        return GaussianNoise(self.sigma, sensitivity=float(POP.ratings_per_user))
+
     def privacy_event(self, answers=1):
-        return GaussianRelease(self.sigma, sensitivity=float(POP.ratings_per_user), count=answers)
+        return self.noise.event(answers)
 
     def init_state(self, world):
         return {"round_sum": 0.0, "total": 0.0, "reports": 0, "rounds": 0}
@@ -55,7 +58,7 @@ class NoisyLikeCount(Protocol):
         return state
 
     def end_round(self, state, rng):
-        state["total"] += state["round_sum"] + rng.normal(0.0, self.sigma)
+        state["total"] += state["round_sum"] + float(self.noise((), rng))
         state["round_sum"] = 0.0
         state["rounds"] += 1
         return state

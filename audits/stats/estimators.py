@@ -18,18 +18,14 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
 
-from mechanisms import PrivacyClaim
+from mechanisms import ParameterError, PrivacyClaim
 
 from . import bounds, one_run
 from .pvalues import p_value_from_bound
 
 
-class EstimatorError(ValueError):
-    """An estimator cannot be used against this claim (``field`` names the setting at fault)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
+class EstimatorError(ParameterError):
+    """An estimator's settings are wrong, or it cannot judge this claim (``field`` names the setting at fault)."""
 
 
 @dataclass(frozen=True)
@@ -197,14 +193,6 @@ ESTIMATORS: dict[str, type[Estimator]] = {
     "gdp": GaussianDP,
     "one-run": OneRun,
 }
-
-
-def get_estimator(name: str) -> type[Estimator]:
-    """The estimator registered as ``name``; the error lists valid names."""
-    try:
-        return ESTIMATORS[name]
-    except KeyError:
-        raise KeyError(f"unknown estimator {name!r}; registered: {', '.join(sorted(ESTIMATORS))}") from None
 
 
 def estimator_settings(cls: type[Estimator]) -> list[str]:

@@ -1,0 +1,438 @@
+"""Privacy claims computed by an accountant, never typed in by hand.
+
+A mechanism declares the *privacy events* it publishes (a Gaussian or Laplace
+release, binary randomized response, their compositions and Poisson
+subsamples) and :func:`account` turns them into a
+:class:`mechanisms.claims.PrivacyClaim` with Google's ``dp_accounting``:
+
+* every leaf event is a pair of output distributions on two neighbouring
+  inputs — ``N(0, σ²)`` vs ``N(Δ, σ²)``, ``Lap(0, b)`` vs ``Lap(Δ, b)``, or
+  randomized response on bit 0 vs bit 1 — so the claim holds for whatever
+  neighbouring relation makes ``Δ`` the sensitivity (the claim's
+  ``neighbouring`` says which);
+* ε(δ) comes from dp-accounting's privacy-loss distributions (PLDs), built
+  directly (``from_gaussian_mechanism`` / ``from_laplace_mechanism`` /
+  ``from_randomized_response``) and composed with pessimistic rounding, so the
+  result is an upper bound (up to floating-point rounding of the last bit);
+* events whose leaves are all un-sampled Gaussian releases compose exactly to
+  one Gaussian with ``μ = sqrt(Σ count·(Δ/σ)²)`` (Dong, Roth, Su 2022); their ε
+  is dp-accounting's analytic Gaussian ε (Balle & Wang 2018,
+  ``dp_accounting.get_epsilon_gaussian``) — exact, and seconds faster than a
+  discretized Gaussian PLD, whose grid over ±10σ of privacy loss has millions
+  of points at the default discretization.
+
+Why PLDs are built here rather than with ``dp_accounting.pld.PLDAccountant``:
+that accountant refuses randomized response under add/remove and Laplace
+under replace-one, and composes with a tail-mass truncation that puts mass at
++∞, so a composition of pure-DP events gets ε = ∞ at δ = 0. Here pure-DP
+compositions use ``tail_mass_truncation=0`` and stay exact at δ = 0 (k-fold
+Laplace(1) gives k). Laplace PLDs use the privacy-buckets construction
+(``use_connect_dots=False``): connect-the-dots leaves ~6e-17 of floating-point
+dust at +∞ for most scales, which would also make ε(δ = 0) infinite.
+
+Poisson-subsampled events are analysed as dp-accounting does, under
+add/remove neighbouring (the worse of its REMOVE and ADD pairs);
+:func:`account` refuses them for a replace-neighbouring claim.
+
+Pure numpy/scipy/dp_accounting, no I/O.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from dataclasses import dataclass
+from typing import Union
+
+import dp_accounting
+from dp_accounting.pld import privacy_loss_distribution as _pld_lib
+from scipy.special import expit
+
+# PrivacyClaim lives in .claims (re-exported by .base, which imports this module at load time)
+from .claims import Model, Neighbouring, PrivacyClaim, Unit
+
+__all__ = [
+    "GaussianRelease",
+    "LaplaceRelease",
+    "RandomizedResponseRelease",
+    "Composition",
+    "PoissonSampled",
+    "Event",
+    "DEFAULT_VALUE_DISCRETIZATION",
+    "to_dp_event",
+    "epsilon_for",
+    "gaussian_mu",
+    "account",
+]
+
+#: Width of the privacy-loss grid of the PLDs. Pessimistic rounding moves every
+#: loss up by less than this, so ε of a composition of k leaf events is
+#: overstated by at most about k times this.
+DEFAULT_VALUE_DISCRETIZATION = 1e-5
+
+#: Tail mass dp-accounting may truncate (pessimistically, onto +∞) per
+#: composition when a Gaussian is involved; such PLDs already carry ~e^-50 of
+#: mass at +∞, so ε(δ = 0) is ∞ either way. Pure-DP compositions use 0.
+_GAUSSIAN_TAIL_TRUNCATION = 1e-15
+
+
+# --------------------------------------------------------------------------
+# validation helpers
+
+
+def _positive_finite(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}") from None
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def _count(value) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"count must be an integer >= 1, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise ValueError(f"count must be an integer >= 1, got {value!r}") from None
+    if n < 1:
+        raise ValueError(f"count must be an integer >= 1, got {value!r}")
+    return int(n)
+
+
+# --------------------------------------------------------------------------
+# events
+
+
+@dataclass(frozen=True)
+class GaussianRelease:
+    """Additive N(0, σ²) noise on a query of L2 sensitivity Δ, released ``count`` times.
+
+    One release is the pair ``N(0, σ²)`` vs ``N(Δ, σ²)``: ``(Δ/σ)``-GDP.
+    """
+
+    sigma: float
+    sensitivity: float = 1.0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", _positive_finite("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", _positive_finite("sensitivity", self.sensitivity))
+        object.__setattr__(self, "count", _count(self.count))
+
+
+@dataclass(frozen=True)
+class LaplaceRelease:
+    """Additive Laplace(scale) noise on a query of L1 sensitivity Δ, released ``count`` times.
+
+    One release is the pair ``Lap(0, b)`` vs ``Lap(Δ, b)``: ``(Δ/b)``-DP.
+    """
+
+    scale: float
+    sensitivity: float = 1.0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _positive_finite("scale", self.scale))
+        object.__setattr__(self, "sensitivity", _positive_finite("sensitivity", self.sensitivity))
+        object.__setattr__(self, "count", _count(self.count))
+
+
+@dataclass(frozen=True)
+class RandomizedResponseRelease:
+    """Binary randomized response keeping the bit w.p. ``e^ε/(1 + e^ε)``, ``count`` bits: ε-DP each."""
+
+    epsilon: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _positive_finite("epsilon", self.epsilon))
+        object.__setattr__(self, "count", _count(self.count))
+
+    @property
+    def noise_parameter(self) -> float:
+        """dp-accounting's parameter: probability ``2/(1 + e^ε)`` of answering a uniform random bit."""
+        return 2.0 * float(expit(-self.epsilon))
+
+
+@dataclass(frozen=True)
+class Composition:
+    """Sequential (possibly adaptive) composition of ``events``, the whole repeated ``count`` times."""
+
+    events: tuple
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        try:
+            events = tuple(self.events)
+        except TypeError:
+            raise ValueError(f"Composition needs a sequence of events, got {self.events!r}") from None
+        if not events:
+            raise ValueError("Composition needs at least one event")
+        for e in events:
+            if not isinstance(e, _EVENT_TYPES):
+                raise ValueError(f"Composition may only hold privacy events, got {e!r}")
+        object.__setattr__(self, "events", events)
+        object.__setattr__(self, "count", _count(self.count))
+
+
+@dataclass(frozen=True)
+class PoissonSampled:
+    """``event`` run on a Poisson subsample (each record kept w.p. ``probability``), ``count`` times.
+
+    Only a :class:`GaussianRelease` (any ``count``: the releases share the
+    subsample, so they act as one Gaussian with ``σ/sqrt(count)``) or a single
+    :class:`LaplaceRelease` may be sampled; dp-accounting has no PLD for other
+    sampled events. Analysed under add/remove neighbouring.
+    """
+
+    event: "Event"
+    probability: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        inner = self.event
+        if isinstance(inner, GaussianRelease):
+            pass
+        elif isinstance(inner, LaplaceRelease):
+            if inner.count != 1:
+                raise ValueError("PoissonSampled(LaplaceRelease) needs count=1 inside (several Laplace releases "
+                                 "on one subsample are not a Laplace mechanism); put count on PoissonSampled "
+                                 "for independent subsamples")
+        else:
+            raise ValueError("PoissonSampled supports only a GaussianRelease or a LaplaceRelease inside "
+                             f"(dp-accounting has no sampled PLD for anything else), got {type(inner).__name__}")
+        try:
+            q = float(self.probability)
+        except (TypeError, ValueError):
+            q = math.nan
+        if not 0.0 < q <= 1.0:
+            raise ValueError(f"probability must be in (0, 1], got {self.probability!r}")
+        object.__setattr__(self, "probability", q)
+        object.__setattr__(self, "count", _count(self.count))
+
+
+_EVENT_TYPES = (GaussianRelease, LaplaceRelease, RandomizedResponseRelease, Composition, PoissonSampled)
+
+#: Any privacy event the accountant understands.
+Event = Union[GaussianRelease, LaplaceRelease, RandomizedResponseRelease, Composition, PoissonSampled]
+
+
+def _check_event(event) -> None:
+    if not isinstance(event, _EVENT_TYPES):
+        raise ValueError(f"not a privacy event: {event!r}")
+
+
+# --------------------------------------------------------------------------
+# dp-accounting's vocabulary
+
+
+def _self_composed(event: dp_accounting.DpEvent, count: int) -> dp_accounting.DpEvent:
+    return event if count == 1 else dp_accounting.SelfComposedDpEvent(event, count)
+
+
+def to_dp_event(event: Event) -> dp_accounting.DpEvent:
+    """The same event as a ``dp_accounting.DpEvent`` (for reports and cross-checks with other accountants).
+
+    Noise multipliers are ``σ/Δ`` and ``b/Δ``; randomized response has
+    ``noise_parameter = 2/(1 + e^ε)`` over 2 buckets. A sampled Gaussian with
+    ``count = m`` inside becomes one Gaussian of multiplier ``σ/(Δ·sqrt(m))``
+    (exactly equivalent; dp-accounting only samples bare Gaussian/Laplace events).
+    """
+    _check_event(event)
+    if isinstance(event, GaussianRelease):
+        return _self_composed(dp_accounting.GaussianDpEvent(event.sigma / event.sensitivity), event.count)
+    if isinstance(event, LaplaceRelease):
+        return _self_composed(dp_accounting.LaplaceDpEvent(event.scale / event.sensitivity), event.count)
+    if isinstance(event, RandomizedResponseRelease):
+        return _self_composed(dp_accounting.RandomizedResponseDpEvent(event.noise_parameter, 2), event.count)
+    if isinstance(event, Composition):
+        return _self_composed(dp_accounting.ComposedDpEvent([to_dp_event(e) for e in event.events]),
+                              event.count)
+    inner = event.event
+    if isinstance(inner, GaussianRelease):
+        inner_dp = dp_accounting.GaussianDpEvent(inner.sigma / (inner.sensitivity * math.sqrt(inner.count)))
+    else:
+        inner_dp = dp_accounting.LaplaceDpEvent(inner.scale / inner.sensitivity)
+    return _self_composed(dp_accounting.PoissonSampledDpEvent(event.probability, inner_dp), event.count)
+
+
+# --------------------------------------------------------------------------
+# Gaussian DP
+
+
+def gaussian_mu(event: Event) -> float | None:
+    """Exact μ-GDP parameter ``sqrt(Σ count·(Δ/σ)²)`` if every leaf is an un-sampled Gaussian, else None."""
+    _check_event(event)
+    mu2 = _gaussian_mu2(event)
+    return None if mu2 is None else math.sqrt(mu2)
+
+
+def _gaussian_mu2(event: Event) -> float | None:
+    if isinstance(event, GaussianRelease):
+        return event.count * (event.sensitivity / event.sigma) ** 2
+    if isinstance(event, Composition):
+        parts = [_gaussian_mu2(e) for e in event.events]
+        return None if any(p is None for p in parts) else event.count * math.fsum(parts)
+    if isinstance(event, PoissonSampled) and event.probability == 1.0:
+        inner = _gaussian_mu2(event.event)
+        return None if inner is None else event.count * inner
+    return None
+
+
+def _gaussian_epsilon(mu: float, delta: float) -> float:
+    """ε at δ of μ-GDP (Balle–Wang analytic Gaussian via dp-accounting), nudged up past the root-finder's tolerance."""
+    if delta == 0.0:
+        return math.inf
+    eps = float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta, tol=1e-12))
+    # brentq stops within ~1e-12 of the root on either side; the margin makes it an upper bound
+    return 0.0 if eps == 0.0 else eps + 1e-10 * (1.0 + eps)
+
+
+# --------------------------------------------------------------------------
+# privacy-loss distributions
+
+
+def _canonical(event: Event) -> tuple[float, tuple]:
+    """(total μ² of un-sampled Gaussians, sorted ((leaf kind, parameters…), count) pairs).
+
+    Composition is commutative, so identical leaves are counted together and
+    self-composed once; un-sampled Gaussians merge into one exact Gaussian.
+    """
+    mu2: list[float] = []
+    counts: dict[tuple, int] = {}
+
+    def walk(e: Event, times: int) -> None:
+        if isinstance(e, GaussianRelease):
+            mu2.append(times * e.count * (e.sensitivity / e.sigma) ** 2)
+        elif isinstance(e, LaplaceRelease):
+            key = ("laplace", e.scale, e.sensitivity)
+            counts[key] = counts.get(key, 0) + times * e.count
+        elif isinstance(e, RandomizedResponseRelease):
+            key = ("randomized_response", e.epsilon)
+            counts[key] = counts.get(key, 0) + times * e.count
+        elif isinstance(e, Composition):
+            for child in e.events:
+                walk(child, times * e.count)
+        elif e.probability == 1.0:  # PoissonSampled that keeps everyone
+            walk(e.event, times * e.count)
+        else:
+            inner = e.event
+            if isinstance(inner, GaussianRelease):
+                sigma = inner.sigma if inner.count == 1 else inner.sigma / math.sqrt(inner.count)
+                key = ("sampled_gaussian", sigma, inner.sensitivity, e.probability)
+            else:
+                key = ("sampled_laplace", inner.scale, inner.sensitivity, e.probability)
+            counts[key] = counts.get(key, 0) + times * e.count
+
+    walk(event, 1)
+    return math.fsum(mu2), tuple(sorted(counts.items()))
+
+
+def _leaf_pld(key: tuple, vd: float) -> _pld_lib.PrivacyLossDistribution:
+    kind = key[0]
+    if kind == "laplace":
+        return _pld_lib.from_laplace_mechanism(key[1], sensitivity=key[2], value_discretization_interval=vd,
+                                               use_connect_dots=False)
+    if kind == "randomized_response":
+        return _pld_lib.from_randomized_response(2.0 * float(expit(-key[1])), 2,
+                                                 value_discretization_interval=vd)
+    if kind == "sampled_gaussian":
+        return _pld_lib.from_gaussian_mechanism(key[1], sensitivity=key[2], value_discretization_interval=vd,
+                                                sampling_prob=key[3])
+    if kind == "sampled_laplace":
+        return _pld_lib.from_laplace_mechanism(key[1], sensitivity=key[2], value_discretization_interval=vd,
+                                               sampling_prob=key[3], use_connect_dots=False)
+    raise AssertionError(kind)
+
+
+@functools.lru_cache(maxsize=32)
+def _pld_canonical(mu2: float, leaves: tuple, vd: float) -> _pld_lib.PrivacyLossDistribution:
+    has_gaussian = mu2 > 0.0 or any(key[0] == "sampled_gaussian" for key, _ in leaves)
+    truncation = _GAUSSIAN_TAIL_TRUNCATION if has_gaussian else 0.0
+    parts = []
+    if mu2 > 0.0:
+        parts.append(_pld_lib.from_gaussian_mechanism(1.0 / math.sqrt(mu2), sensitivity=1.0,
+                                                      value_discretization_interval=vd))
+    for key, count in leaves:
+        p = _leaf_pld(key, vd)
+        parts.append(p if count == 1 else p.self_compose(count, tail_mass_truncation=truncation))
+    result = parts[0]
+    for p in parts[1:]:
+        result = result.compose(p, tail_mass_truncation=truncation)
+    return result
+
+
+def _pld(event: Event, value_discretization: float = DEFAULT_VALUE_DISCRETIZATION):
+    """The (pessimistic) dp-accounting PLD of ``event``, cached; for tests and diagnostics."""
+    _check_event(event)
+    mu2, leaves = _canonical(event)
+    return _pld_canonical(mu2, leaves, float(value_discretization))
+
+
+# --------------------------------------------------------------------------
+# public accounting
+
+
+def epsilon_for(event: Event, delta: float, value_discretization: float = DEFAULT_VALUE_DISCRETIZATION) -> float:
+    """Smallest ε (an upper bound) with ``event`` (ε, δ)-DP, from dp-accounting.
+
+    Pure-DP events (randomized response, Laplace, their compositions and
+    sampled Laplace) have a finite ε at δ = 0 — the sum of their ε's, up to
+    the discretization; anything with a Gaussian has ε = ∞ at δ = 0.
+    """
+    _check_event(event)
+    delta = float(delta)
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    value_discretization = _positive_finite("value_discretization", value_discretization)
+    return _epsilon_cached(event, delta, value_discretization)
+
+
+#: randomized response has two privacy-loss values, so a fine grid costs nothing and keeps RR sums exact
+_RR_DISCRETIZATION = 1e-10
+
+
+@functools.lru_cache(maxsize=4096)
+def _epsilon_cached(event: Event, delta: float, vd: float) -> float:
+    mu2 = _gaussian_mu2(event)
+    if mu2 is not None:
+        return _gaussian_epsilon(math.sqrt(mu2), delta)
+    if all(key[0] == "randomized_response" for key, _ in _canonical(event)[1]):
+        vd = min(vd, _RR_DISCRETIZATION)
+    return float(_pld(event, vd).get_epsilon_for_delta(delta))
+
+
+def _has_sampling(event: Event) -> bool:
+    if isinstance(event, PoissonSampled):
+        return event.probability < 1.0
+    if isinstance(event, Composition):
+        return any(_has_sampling(e) for e in event.events)
+    return False
+
+
+def account(event: Event, delta: float = 0.0, *, model: Model = "local", unit: Unit = "user",
+            neighbouring: Neighbouring = "replace") -> PrivacyClaim:
+    """The :class:`PrivacyClaim` of publishing ``event``: ε at ``delta`` from :func:`epsilon_for`.
+
+    ``model``, ``unit`` and ``neighbouring`` describe the claim and pass
+    through; ``gaussian_mu`` is set when the event is exactly μ-GDP.
+    Raises ValueError when ε would be infinite (a Gaussian needs δ > 0) and
+    for Poisson-subsampled events under replace neighbouring (the sampled
+    analysis is add/remove's).
+    """
+    _check_event(event)
+    if _has_sampling(event) and neighbouring != "add_remove":
+        raise ValueError("Poisson-subsampled events are accounted under add/remove neighbouring; "
+                         f"a claim with neighbouring={neighbouring!r} is not supported")
+    epsilon = epsilon_for(event, delta)
+    if math.isinf(epsilon):
+        if float(delta) == 0.0:
+            raise ValueError("epsilon is infinite at delta = 0: a Gaussian mechanism has no pure-DP "
+                             "guarantee, give delta > 0")
+        raise ValueError(f"epsilon is infinite at delta = {delta}: delta is below the mass the accountant "
+                         "puts at infinite privacy loss; give a larger delta")
+    return PrivacyClaim(epsilon=epsilon, delta=float(delta), model=model, unit=unit,
+                        neighbouring=neighbouring, gaussian_mu=gaussian_mu(event))

@@ -1,0 +1,48 @@
+"""What a mechanism promises: the privacy claim and the view of the adversary it protects."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Model = Literal["local", "central", "joint", "none"]
+Unit = Literal["rating", "user"]
+Neighbouring = Literal["replace", "add_remove"]
+ViewKind = Literal["messages", "releases", "others", "target"]
+
+PROTECTED_VIEW: dict[str, ViewKind] = {
+    "local": "messages",
+    "central": "releases",
+    "joint": "others",
+    "none": "target",
+}
+
+
+@dataclass(frozen=True)
+class PrivacyClaim:
+    """What a mechanism promises: (epsilon, delta)-DP in a model, per unit."""
+
+    epsilon: float
+    delta: float = 0.0
+    model: Model = "local"
+    unit: Unit = "user"
+    neighbouring: Neighbouring = "replace"
+    #: the Gaussian trade-off curve the claim implies (mu-GDP), when it has one; estimators
+    #: that convert through a Gaussian curve refuse claims without it
+    gaussian_mu: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.epsilon >= 0:
+            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+        if not 0.0 <= self.delta < 1.0:
+            raise ValueError(f"delta must be in [0, 1), got {self.delta}")
+
+    @property
+    def view(self) -> ViewKind:
+        """The adversary's view this claim protects."""
+        return PROTECTED_VIEW[self.model]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self) | {"view": self.view}
+        if self.gaussian_mu is None:
+            del d["gaussian_mu"]
+        return d
