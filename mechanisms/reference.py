@@ -29,7 +29,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import expit
 
-from .base import PrivacyClaim
+from .accounting import GaussianRelease, LaplaceRelease, RandomizedResponseRelease, account
+from .claims import PrivacyClaim
 
 __all__ = [
     "laplace_delta",
@@ -158,7 +159,7 @@ class LaplaceCount:
 
     @property
     def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="central", unit="user")
+        return account(LaplaceRelease(1.0 / self.epsilon), 0.0, model="central", unit="user")
 
     @property
     def noise_scale(self) -> float:
@@ -231,8 +232,7 @@ class GaussianCount:
 
     @property
     def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=analytic_gaussian_epsilon(self.sigma, self.delta), delta=self.delta,
-                            model="central", unit="user")
+        return account(GaussianRelease(self.sigma), self.delta, model="central", unit="user")
 
     @property
     def mu(self) -> float:
@@ -298,7 +298,7 @@ class RandomizedResponse:
 
     @property
     def claim(self) -> PrivacyClaim:
-        return PrivacyClaim(epsilon=self.epsilon, delta=0.0, model="local", unit="user")
+        return account(RandomizedResponseRelease(self.epsilon), 0.0, model="local", unit="user")
 
     @property
     def true_epsilon(self) -> float:
