@@ -25,10 +25,12 @@ Why PLDs are built here rather than with ``dp_accounting.pld.PLDAccountant``:
 that accountant refuses randomized response under add/remove and Laplace
 under replace-one, and composes with a tail-mass truncation that puts mass at
 +∞, so a composition of pure-DP events gets ε = ∞ at δ = 0. Here pure-DP
-compositions use ``tail_mass_truncation=0`` and stay exact at δ = 0 (k-fold
-Laplace(1) gives k). Laplace PLDs use the privacy-buckets construction
-(``use_connect_dots=False``): connect-the-dots leaves ~6e-17 of floating-point
-dust at +∞ for most scales, which would also make ε(δ = 0) infinite.
+compositions use ``tail_mass_truncation=0``; their ε at δ = 0 is the sum of
+the leaves' largest (grid-rounded) privacy losses, computed leaf by leaf,
+because FFT composition loses the tiny masses at the top of the range.
+Laplace PLDs use the privacy-buckets construction (``use_connect_dots=False``):
+connect-the-dots leaves ~6e-17 of floating-point dust at +∞ for most scales,
+which would make ε(δ = 0) infinite.
 
 Poisson-subsampled events are analysed as dp-accounting does, under
 add/remove neighbouring (the worse of its REMOVE and ADD pairs);
@@ -65,10 +67,18 @@ __all__ = [
     "account",
 ]
 
-#: Width of the privacy-loss grid of the PLDs. Pessimistic rounding moves every
-#: loss up by less than this, so ε of a composition of k leaf events is
-#: overstated by at most about k times this.
-DEFAULT_VALUE_DISCRETIZATION = 1e-5
+#: Width of the privacy-loss grid of the PLDs (2^-17 ≈ 7.6e-6). Pessimistic
+#: rounding moves every loss up by less than this, so ε of a composition of k
+#: leaf events is overstated by at most about k times this. A power of two, so
+#: grid points (the δ = 0 values) are exact binary fractions; on a 1e-5 grid
+#: Laplace(2) at δ = 0 came out 0.4999999999999999, below its exact ε.
+DEFAULT_VALUE_DISCRETIZATION = 2.0**-17
+
+#: Finest grid for randomized response: its PLD has two atoms, so building it
+#: on any grid is free; only composing it densifies (see _pure_discretization).
+_RR_FINEST_DISCRETIZATION = 2.0**-33
+#: Most grid points a dense composed pure-DP PLD may span (32 MB of float64).
+_MAX_GRID_POINTS = 2**22
 
 #: Tail mass dp-accounting may truncate (pessimistically, onto +∞) per
 #: composition when a Gaussian is involved; such PLDs already carry ~e^-50 of
@@ -283,7 +293,7 @@ def _gaussian_mu2(event: Event) -> float | None:
 
 
 def _gaussian_epsilon(mu: float, delta: float) -> float:
-    """ε at δ of μ-GDP (Balle–Wang analytic Gaussian via dp-accounting), nudged up past the root-finder's tolerance."""
+    """ε at δ of μ-GDP (Balle–Wang analytic Gaussian via dp-accounting), nudged up past the root tolerance."""
     if delta == 0.0:
         return math.inf
     eps = float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta, tol=1e-12))
@@ -331,6 +341,7 @@ def _canonical(event: Event) -> tuple[float, tuple]:
     return math.fsum(mu2), tuple(sorted(counts.items()))
 
 
+@functools.lru_cache(maxsize=64)
 def _leaf_pld(key: tuple, vd: float) -> _pld_lib.PrivacyLossDistribution:
     kind = key[0]
     if kind == "laplace":
@@ -379,9 +390,20 @@ def _pld(event: Event, value_discretization: float = DEFAULT_VALUE_DISCRETIZATIO
 def epsilon_for(event: Event, delta: float, value_discretization: float = DEFAULT_VALUE_DISCRETIZATION) -> float:
     """Smallest ε (an upper bound) with ``event`` (ε, δ)-DP, from dp-accounting.
 
-    Pure-DP events (randomized response, Laplace, their compositions and
-    sampled Laplace) have a finite ε at δ = 0 — the sum of their ε's, up to
-    the discretization; anything with a Gaussian has ε = ∞ at δ = 0.
+    * Only un-sampled Gaussians: dp-accounting's analytic Gaussian ε of the
+      composed μ (exact; ∞ at δ = 0).
+    * Anything else with a Gaussian at δ = 0: ∞.
+    * Pure-DP events (randomized response, Laplace, sampled Laplace, their
+      compositions) at δ = 0: the largest privacy loss adds up under
+      composition, so ε is the sum over leaves of count × the leaf PLD's ε at
+      δ = 0 (each a grid point at or above the leaf's exact ε). This is
+      computed leaf by leaf because dp-accounting's FFT composition drops the
+      tiny top masses (RR(0.1) composed 100 times gives 9.92 at δ = 0, not 10).
+    * Otherwise (δ > 0): ε of the composed pessimistic PLD on a grid of
+      ``value_discretization``, capped for pure-DP events by their ε at δ = 0.
+      For pure-DP compositions the grid is a power of two chosen by
+      ``_pure_discretization``: finer for randomized response alone, coarser
+      when a dense PLD of the whole composition would exceed 2^22 points.
     """
     _check_event(event)
     delta = float(delta)
@@ -391,18 +413,52 @@ def epsilon_for(event: Event, delta: float, value_discretization: float = DEFAUL
     return _epsilon_cached(event, delta, value_discretization)
 
 
-#: randomized response has two privacy-loss values, so a fine grid costs nothing and keeps RR sums exact
-_RR_DISCRETIZATION = 1e-10
-
-
 @functools.lru_cache(maxsize=4096)
 def _epsilon_cached(event: Event, delta: float, vd: float) -> float:
     mu2 = _gaussian_mu2(event)
     if mu2 is not None:
         return _gaussian_epsilon(math.sqrt(mu2), delta)
-    if all(key[0] == "randomized_response" for key, _ in _canonical(event)[1]):
-        vd = min(vd, _RR_DISCRETIZATION)
-    return float(_pld(event, vd).get_epsilon_for_delta(delta))
+    gaussian_mu2, leaves = _canonical(event)
+    pure = gaussian_mu2 == 0.0 and not any(key[0] == "sampled_gaussian" for key, _ in leaves)
+    if not pure:
+        if delta == 0.0:
+            return math.inf
+        return float(_pld_canonical(gaussian_mu2, leaves, vd).get_epsilon_for_delta(delta))
+    eps0 = math.fsum(count * _leaf_epsilon_at_zero(key, vd) for key, count in leaves)
+    if delta == 0.0:
+        return eps0
+    pld = _pld_canonical(0.0, leaves, _pure_discretization(leaves, vd))
+    return min(eps0, float(pld.get_epsilon_for_delta(delta)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _leaf_epsilon_at_zero(key: tuple, vd: float) -> float:
+    """ε at δ = 0 of one pure-DP leaf: its largest privacy loss, rounded up to the grid by the PLD.
+
+    dp-accounting returns it as a log of a mass ratio, a few ulps off the grid
+    point; snapping back to the (power-of-two) grid makes it that grid point
+    exactly. Randomized response uses the 2^-33 grid (its PLD has two atoms).
+    """
+    if key[0] == "randomized_response":
+        vd = min(vd, _RR_FINEST_DISCRETIZATION)
+    eps = float(_leaf_pld(key, vd).get_epsilon_for_delta(0.0))
+    return round(eps / vd) * vd
+
+
+def _pure_discretization(leaves: tuple, vd: float) -> float:
+    """Grid for composing pure-DP leaves at δ > 0.
+
+    A dense composed PLD spans about Σ count × 2ε_leaf of privacy loss; the grid
+    keeps that to at most ``_MAX_GRID_POINTS`` points (a power of two, coarser
+    than ``vd`` only when it must: still an upper bound, looser by at most
+    about count × grid). Compositions of randomized response alone go as fine
+    as that allows, since their leaf PLDs cost nothing to build on any grid.
+    """
+    span = math.fsum(2.0 * count * _leaf_epsilon_at_zero(key, vd) for key, count in leaves)
+    needed = 2.0 ** math.ceil(math.log2(span / _MAX_GRID_POINTS))
+    if all(key[0] == "randomized_response" for key, _ in leaves):
+        return max(_RR_FINEST_DISCRETIZATION, needed)
+    return max(vd, needed)
 
 
 def _has_sampling(event: Event) -> bool:
