@@ -1,12 +1,14 @@
 """The contracts every mechanism honours: its privacy claim and its protocol."""
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
 from annotated_types import Ge
+from scipy import sparse
 
 from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
@@ -20,27 +22,76 @@ class ParameterError(ValueError):
         self.field = field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UserBatch:
-    """Private data of a batch of users as dense boolean item masks.
+    """Private rows of a batch of users, sparse (users x items; a population is never held dense).
 
-    ``rated[u, i]`` says user ``u`` rated item ``i``; ``liked[u, i]`` that the
-    rating was positive (``liked`` implies ``rated``). Unrated items count as 0
-    in every sketch.
+    ``ratings`` stores one entry per rating a user gave, with its value: stars
+    in a star world, +1 (like) / -1 (dislike) in a like-bit world; values are
+    never 0. ``likes`` marks the ratings that count as likes (a subset of the
+    stored entries). ``rated`` and ``liked`` are dense boolean masks of the
+    batch, built on first use for mechanisms that work on batches of bits.
     """
 
-    rated: np.ndarray
-    liked: np.ndarray
+    ratings: sparse.csr_array
+    likes: sparse.csr_array
+
+    def __post_init__(self) -> None:
+        if self.ratings.shape != self.likes.shape:
+            raise ValueError(f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
+
+    @classmethod
+    def from_masks(cls, rated: np.ndarray, liked: np.ndarray, values: np.ndarray | None = None) -> "UserBatch":
+        """From dense masks (a batch); ``values`` (same shape) gives star ratings, else likes are +1, dislikes -1."""
+        rated = np.asarray(rated, dtype=bool)
+        liked = np.asarray(liked, dtype=bool) & rated
+        if values is None:
+            values = np.where(liked, 1.0, -1.0)
+        elif np.any(np.asarray(values)[rated] == 0):
+            raise ValueError("a rating's value may not be 0 (it would vanish from the sparse matrix)")
+        return cls(sparse.csr_array(np.where(rated, values, 0.0)), sparse.csr_array(liked))
+
+    @classmethod
+    def from_coo(cls, users: np.ndarray, items: np.ndarray, values: np.ndarray, liked: np.ndarray,
+                 shape: tuple[int, int]) -> "UserBatch":
+        """From one entry per rating (no duplicate (user, item) pairs, no zero values)."""
+        ratings = sparse.csr_array((np.asarray(values, float), (users, items)), shape=shape)
+        likes = sparse.csr_array((np.ones(int(np.count_nonzero(liked)), bool), (users[liked], items[liked])),
+                                 shape=shape)
+        return cls(ratings, likes)
+
+    @classmethod
+    def empty(cls, n_items: int) -> "UserBatch":
+        return cls(sparse.csr_array((0, n_items), dtype=float), sparse.csr_array((0, n_items), dtype=bool))
+
+    @classmethod
+    def concat(cls, batches: "list[UserBatch]") -> "UserBatch":
+        return cls(sparse.vstack([b.ratings for b in batches], format="csr"),
+                   sparse.vstack([b.likes for b in batches], format="csr"))
 
     def __len__(self) -> int:
-        return self.rated.shape[0]
+        return self.ratings.shape[0]
 
     @property
     def n_items(self) -> int:
-        return self.rated.shape[1]
+        return self.ratings.shape[1]
+
+    @functools.cached_property
+    def rated(self) -> np.ndarray:
+        return self.ratings.toarray() != 0
+
+    @functools.cached_property
+    def liked(self) -> np.ndarray:
+        return self.likes.toarray()
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
-        return UserBatch(self.rated[index], self.liked[index])
+        return UserBatch(self.ratings[index], self.likes[index])
+
+    def where(self, use_other: np.ndarray, other: "UserBatch") -> "UserBatch":
+        """Row ``u`` from ``other`` where ``use_other[u]``, else from this batch."""
+        n = len(self)
+        pick = np.where(np.asarray(use_other, bool), np.arange(n) + n, np.arange(n))
+        return UserBatch.concat([self, other]).take(pick)
 
 
 @dataclass(frozen=True)

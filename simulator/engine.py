@@ -69,7 +69,7 @@ class ProtocolRun:
         self.active_departure = np.zeros(0)
         self.active_answered = np.zeros(0, dtype=np.int64)
         self.active_inserted = np.zeros(0, dtype=bool)
-        self.active_rows = UserBatch(np.zeros((0, n), bool), np.zeros((0, n), bool))
+        self.active_rows = UserBatch.empty(n)
         self.active_carried = protocol.init_carried(0)
 
     # ---------------------------------------------------------------- who is present
@@ -90,8 +90,7 @@ class ProtocolRun:
         self.active_departure = np.concatenate([self.active_departure, departure[stays]])
         self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
         self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
-        self.active_rows = UserBatch(np.concatenate([self.active_rows.rated, rows.rated[stays]]),
-                                     np.concatenate([self.active_rows.liked, rows.liked[stays]]))
+        self.active_rows = UserBatch.concat([self.active_rows, rows.take(stays)])
         carried = self.protocol.init_carried(k)
         if carried is not None:
             self.active_carried = np.concatenate([self.active_carried, carried])

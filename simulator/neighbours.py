@@ -136,13 +136,13 @@ class UserReplace(NeighbourPolicy):
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
         user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)[None, :]
-        pair = TargetPair(UserBatch(rated, np.zeros_like(rated)), UserBatch(rated, rated.copy()), queries)
+        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated), queries)
         return self._checked(mechanism, pair, "user-level")
 
     def rows_for_runs(self, population, catalogue, n, rng):
         _, users = population.sample_users(n, catalogue, rng)
-        return TargetPair(UserBatch(users.rated, np.zeros_like(users.liked)),
-                          UserBatch(users.rated, users.rated.copy()))
+        return TargetPair(UserBatch.from_masks(users.rated, np.zeros_like(users.liked)),
+                          UserBatch.from_masks(users.rated, users.rated))
 
 
 class RatingReplace(NeighbourPolicy):
@@ -162,7 +162,8 @@ class RatingReplace(NeighbourPolicy):
         candidates = []
         for liked1 in (alone, read_rated | alone):
             liked0 = liked1 & ~alone
-            pair = TargetPair(UserBatch(rated[None], liked0[None]), UserBatch(rated[None], liked1[None]), queries)
+            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]),
+                              UserBatch.from_masks(rated[None], liked1[None]), queries)
             candidates.append((np.count_nonzero(sketches_under(mechanism, pair.rows0, queries)
                                                 != sketches_under(mechanism, pair.rows1, queries)), pair))
         return self._checked(mechanism, max(candidates, key=lambda c: c[0])[1], "rating-level")
@@ -173,7 +174,7 @@ class RatingReplace(NeighbourPolicy):
         liked1 = users.rated.copy()
         liked0 = users.rated.copy()
         liked0[np.arange(n), first] = False
-        return TargetPair(UserBatch(users.rated, liked0), UserBatch(users.rated, liked1))
+        return TargetPair(UserBatch.from_masks(users.rated, liked0), UserBatch.from_masks(users.rated, liked1))
 
 
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {

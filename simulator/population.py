@@ -102,7 +102,7 @@ class SBMPopulation:
         rows = np.arange(n_users)[:, None]
         rated[rows, rated_idx] = True
         liked[rows, rated_idx] = likes
-        return clusters, UserBatch(rated, liked)
+        return clusters, UserBatch.from_masks(rated, liked)
 
 
 @dataclass
@@ -139,12 +139,11 @@ class RatingsFilePopulation:
             frame = pd.read_csv(self.path)
             users, user_idx = np.unique(frame["user"].to_numpy(), return_inverse=True)
             items, item_idx = np.unique(frame["item"].to_numpy(), return_inverse=True)
-            rated = np.zeros((users.size, items.size), dtype=bool)
-            liked = np.zeros_like(rated)
-            rated[user_idx, item_idx] = True
-            liked[user_idx, item_idx] = frame["rating"].to_numpy() >= self.like_threshold
-            w = max(1, int(round(rated.sum(1).mean())))
-            self._table = (UserBatch(rated, liked), w)
+            stars = frame["rating"].to_numpy(float)
+            table = UserBatch.from_coo(user_idx, item_idx, stars, stars >= self.like_threshold,
+                                       (users.size, items.size))
+            w = max(1, int(round(table.ratings.nnz / users.size)))
+            self._table = (table, w)
         return self._table
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:

@@ -127,7 +127,7 @@ def test_sketch_matches_brute_force_and_maxsense():
     n, users = 12, 40
     rated = rng.random((users, n)) < 0.5
     liked = rated & (rng.random((users, n)) < 0.5)
-    batch = UserBatch(rated, liked)
+    batch = UserBatch.from_masks(rated, liked)
     m = AdaptiveMaxSense(epsilon=1.0)
     q = m.make_queries(users, rng, m.init_state(WorldInfo(n, 4, 2)))
     s = m.sketch(batch, q)

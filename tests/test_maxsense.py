@@ -22,7 +22,7 @@ def test_sensing_probability_is_theta_over_w():
 def test_sketch_is_the_max_of_sensed_likes():
     rng = np.random.default_rng(1)
     liked = rng.random((30, 40)) < 0.1
-    users = UserBatch(liked | (rng.random((30, 40)) < 0.1), liked)
+    users = UserBatch.from_masks(liked | (rng.random((30, 40)) < 0.1), liked)
     queries = rng.random((30, 40)) < 0.2
     sketch = MaxSense(epsilon=1.0).sketch(users, queries)
     expected = [[max([liked[u, i] for i in range(40) if queries[u, i]], default=False)] for u in range(30)]

@@ -119,7 +119,7 @@ def test_sketch_matches_brute_force():
     n, users = 7, 50
     rated = rng.random((users, n)) < 0.6
     liked = rated & (rng.random((users, n)) < 0.5)
-    batch = UserBatch(rated, liked)
+    batch = UserBatch.from_masks(rated, liked)
     m = PairwisePreference(epsilon=1.0)
     q = m.make_queries(users, rng, m.init_state(world(n)))
     s = m.sketch(batch, q)
