@@ -78,7 +78,8 @@ class UserBatch:
 
     @functools.cached_property
     def rated(self) -> np.ndarray:
-        return self.ratings.toarray() != 0
+        r = self.ratings
+        return sparse.csr_array((np.ones(r.nnz, bool), r.indices, r.indptr), shape=r.shape).toarray()
 
     @functools.cached_property
     def liked(self) -> np.ndarray:

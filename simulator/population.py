@@ -97,12 +97,10 @@ class SBMPopulation:
         rated_idx = _draw_rated(n_users, self.n_items, self.ratings_per_user, rng)
         like_p = self.b[clusters[:, None], catalogue.item_labels[rated_idx]]
         likes = rng.random(like_p.shape) < like_p
-        rated = np.zeros((n_users, self.n_items), dtype=bool)
-        liked = np.zeros_like(rated)
-        rows = np.arange(n_users)[:, None]
-        rated[rows, rated_idx] = True
-        liked[rows, rated_idx] = likes
-        return clusters, UserBatch.from_masks(rated, liked)
+        users = np.repeat(np.arange(n_users), self.ratings_per_user)
+        items, likes = rated_idx.ravel(), likes.ravel()
+        return clusters, UserBatch.from_coo(users, items, np.where(likes, 1.0, -1.0), likes,
+                                            (n_users, self.n_items))
 
 
 @dataclass
