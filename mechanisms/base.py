@@ -130,6 +130,9 @@ class Protocol(ABC):
     claim_unit: Unit = "user"
     claim_neighbouring: Neighbouring = "replace"
     claim_delta: float = 0.0
+    #: a policy of ``simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
+    #: (None: the default policy of the claim's unit and neighbouring)
+    audit_pair: str | None = None
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
@@ -233,8 +236,13 @@ class GaussianNoise:
     sensitivity: float
     spent_sigma: float | None = None
 
+    @property
+    def spent(self) -> float:
+        """The scale the coins really use."""
+        return self.sigma if self.spent_sigma is None else self.spent_sigma
+
     def __call__(self, shape, rng: np.random.Generator) -> np.ndarray:
-        return rng.normal(0.0, self.sigma if self.spent_sigma is None else self.spent_sigma, shape)
+        return rng.normal(0.0, self.spent, shape)
 
     def event(self, count: int = 1):
         """The accountant's view: ``count`` releases at the published scale."""

@@ -24,6 +24,7 @@ import simpy
 from mechanisms import Protocol, UserBatch, WorldInfo
 
 from .population import Catalogue
+from .schedules import Panel
 from .seeds import stream
 from .transcript import Recorder, Release, Round, Transcript
 
@@ -186,6 +187,16 @@ class ProtocolRun:
             self.admit(np.full(n, env.now), np.full(n, env.now + dt / 2), clusters, rows, env.now)
             self._admit_inserted(tick, env.now)
 
+    def panel_arrival(self, env: simpy.Environment):
+        """The whole cohort arrives at the first tick and stays until it has answered every round."""
+        yield env.timeout(self.schedule.query_interval - env.now)
+        n = self.schedule.n_users
+        clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
+        self.admit(np.full(n, env.now), np.full(n, np.inf), clusters, rows, env.now)
+        for tick in itertools.count(1):
+            self._admit_inserted(tick, env.now)
+            yield env.timeout((tick + 1) * self.schedule.query_interval - env.now)
+
     def query_rounds(self, env: simpy.Environment):
         for tick in itertools.count(1):
             yield env.timeout(tick * self.schedule.query_interval - env.now)
@@ -205,14 +216,14 @@ class ProtocolRun:
 def run_protocol(protocol: Protocol, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
                  coins_seed: np.random.SeedSequence | None = None, recorder: Recorder | None = None,
                  inserted: Inserted | None = None) -> Transcript:
-    """Run the churn world until ``churn.horizon`` and return its transcript.
+    """Run the churn world (or a :class:`Panel` cohort) until ``churn.horizon`` and return its transcript.
 
     The server releases every ``release_interval`` and once more at the
     horizon if the last scheduled release fell before it.
     """
     run = ProtocolRun(protocol, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
     env = simpy.Environment()
-    env.process(run.poisson_arrivals(env))
+    env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
     env.process(run.query_rounds(env))
     env.process(run.scheduled_releases(env))
     env.run(until=churn.horizon + churn.query_interval * 1e-9)

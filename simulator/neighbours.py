@@ -177,14 +177,56 @@ class RatingReplace(NeighbourPolicy):
         return TargetPair(UserBatch.from_masks(users.rated, liked0), UserBatch.from_masks(users.rated, liked1))
 
 
+class UserSupportReplace(UserReplace):
+    """User-level, replace-one, for mechanisms that aggregate second moments of rows (matrix completion).
+
+    World 0's target rates ``w`` items, world 1's target ``w`` other items
+    (disjoint when the catalogue allows), every rating at the largest
+    magnitude of the population's domain (``population.max_rating``, default
+    1): the replacement that moves ``Σ A_iᵀA_i`` most. Flipping likes would
+    leave such statistics unchanged.
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the disjoint-support pair is for designs that run the protocol (full_runs, one_run)")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        w, n_items = catalogue.ratings_per_user, catalogue.n_items
+        value = float(getattr(population, "max_rating", 1.0))
+        order = np.argsort(rng.random((n, n_items)), axis=1)
+        first, second = order[:, :w], order[:, w:2 * w] if 2 * w <= n_items else order[:, n_items - w:]
+        users = np.repeat(np.arange(n), w)
+
+        def rows(items):
+            values = np.full(users.size, value)
+            return UserBatch.from_coo(users, items.ravel(), values, values > 0, (n, n_items))
+
+        return TargetPair(rows(first), rows(second))
+
+
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
     ("rating", "replace"): RatingReplace(),
 }
 
 
-def policy_for(claim: PrivacyClaim) -> NeighbourPolicy:
-    """The policy for the claim's unit and neighbouring; the error lists what exists."""
+#: pairs a mechanism may ask for (``Protocol.audit_pair``), each within the neighbouring of its claim
+PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace()}
+
+
+def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> NeighbourPolicy:
+    """The policy for the claim's unit and neighbouring; the error lists what exists.
+
+    A mechanism may name, in ``audit_pair``, a policy of :data:`PAIR_POLICIES`
+    that builds its worst pairs; it must cover the claim's unit and neighbouring.
+    """
+    special = getattr(mechanism, "audit_pair", None)
+    if special is not None:
+        policy = PAIR_POLICIES[special]
+        if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring):
+            raise ValueError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
+                             f"{claim.unit}/{claim.neighbouring}")
+        return policy
     try:
         return POLICIES[claim.unit, claim.neighbouring]
     except KeyError:

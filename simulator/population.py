@@ -154,4 +154,29 @@ class RatingsFilePopulation:
         return np.full(n_users, -1), users.take(pick)
 
 
+@dataclass
+class MatrixPopulation:
+    """Users are rows of a given sparse ratings matrix (``UserBatch``), drawn without replacement.
+
+    A panel of all rows (``n == len(rows)``) returns them in a random order;
+    the first array ``sample_users`` returns (the cluster labels of other
+    populations) holds each user's source row, so outputs can be matched to
+    held-out ratings. ``max_rating`` is the largest rating magnitude of the
+    data's domain (audit pairs use it).
+    """
+
+    rows: UserBatch
+    max_rating: Annotated[float, Gt(0)] = 1.0
+
+    def catalogue(self, rng: np.random.Generator) -> Catalogue:
+        per_user = np.diff(self.rows.ratings.indptr)
+        return Catalogue(self.rows.n_items, 1, None, max(1, int(per_user.max(initial=1))))
+
+    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+        if n_users > len(self.rows):
+            raise ParameterError("n_users", f"the matrix has {len(self.rows)} users, {n_users} were asked for")
+        source = rng.permutation(len(self.rows))[:n_users]
+        return source, self.rows.take(source)
+
+
 POPULATIONS = {"sbm": SBMPopulation, "ratings_file": RatingsFilePopulation}
