@@ -63,15 +63,14 @@ def theory_users(scenario: Scenario) -> float | None:
     if "maxsense" not in mech.kind:
         return None
     theta = getattr(mech, "theta", 1.0)
-    gap = theory.maxsense_separation(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights, theta)
+    gap = theory.maxsense_separation_exact(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights,
+                                           theta, w, n)
     if not gap > 0 or not math.isfinite(gap):
         return None
-    if mech.kind.startswith("multi_maxsense"):
-        q = mech.sketches or math.ceil(mech.epsilon)
-        # Q sketches at ε/Q each: Q·tanh²(ε/2Q) replaces tanh²(ε/2) [D: composition]
-        return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap) * math.tanh(mech.epsilon / 2) ** 2 / (
-            q * math.tanh(mech.epsilon / (2 * q)) ** 2)
-    return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap)
+    # Q sketches at ε/Q each, with the raw score's finite-size noise factor (theory.maxsense_users)
+    q = (mech.sketches or math.ceil(mech.epsilon)) if mech.kind.startswith("multi_maxsense") else 1
+    return theory.maxsense_users(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights, n, w,
+                                 mech.epsilon, theta, sketches=q, score=getattr(mech, "score", "raw"))
 
 
 def fit_slope(x: np.ndarray, u: np.ndarray, level: float = 0.95) -> dict:
