@@ -286,16 +286,22 @@ def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, d
         theta * w * delta_sep ** 2 * math.tanh(epsilon / 2.0) ** 2)
 
 
-def pairwise_preference_users(n_items: int, constant: float = 1.0) -> float:
-    """Users sufficient for Pairwise-Preference in the rich regime, ``C · N log N`` [P, C: G].
+def pairwise_preference_users(n_items: int, constant: float = 1.0, ratings_per_user: int | None = None) -> float:
+    """Users sufficient for Pairwise-Preference, ``C · N log N`` in the rich regime [P, C: G].
 
     ALGORITHMS.md A, "Pairwise-Preference": success needs ``U ≳ C N log N``
     (Theorem 3.5; ``C`` depends on ε, the blockmodel and the eigen-gap
-    conditions and is not given [G]).
+    conditions and is not given [G]). With ``ratings_per_user`` (``w``) the
+    answer is ``C N log N (N/w)²`` [D]: a user likes both items of its pair
+    with probability ``∝ (w/N)²``, which gives ``N³ log N / w²`` in the scarce
+    regime and a constant factor in the rich one (``w = cN``).
     """
     if n_items < 2:
         raise ValueError(f"n_items must be >= 2, got {n_items!r}")
-    return constant * n_items * math.log(n_items)
+    scale = 1.0 if ratings_per_user is None else (n_items / ratings_per_user) ** 2
+    if ratings_per_user is not None:
+        _positive("ratings_per_user", ratings_per_user)
+    return constant * n_items * math.log(n_items) * scale
 
 
 def adaptive_min_users(n_items: int) -> float:

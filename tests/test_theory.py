@@ -63,6 +63,9 @@ def test_adaptive_and_pairwise_scales():
     assert adaptive_min_users(100) == pytest.approx(100 * math.log(100))
     assert pairwise_preference_users(100) == pytest.approx(100 * math.log(100))
     assert pairwise_preference_users(100, constant=3.0) == pytest.approx(300 * math.log(100))
+    # with w: N log N (N/w)^2, i.e. N^3 log N / w^2 in the scarce regime and 4 N log N at w = N/2
+    assert pairwise_preference_users(100, ratings_per_user=50) == pytest.approx(4 * 100 * math.log(100))
+    assert pairwise_preference_users(100, ratings_per_user=5) == pytest.approx(100 ** 3 * math.log(100) / 25)
 
 
 # ---------------------------------------------------------------- MaxSense
