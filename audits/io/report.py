@@ -282,10 +282,12 @@ def _median_tables(result, medians: list[dict]) -> list[str]:
             lines.append(f"| {value:g} | " + " | ".join(cells) + " |")
         lines.append("")
     if result.bounds:
+        drawn = list(dict.fromkeys(b["bound"] for b in result.bounds))
+        scope = {"fano": "Fano's is for two item clusters", "scarce": "the scarce one is stated (C = 1) for "
+                 "w = o(N^(1/3)) and eps <= ln 2", "adaptive": "the adaptive one (C = 1) for w = 1"}
         lines += ["Bounds (`mechanisms/theory.py`, ALGORITHMS.md A): "
-                  + "; ".join(sorted({b['label'] for b in result.bounds}))
-                  + ". Constants C = 1 where the paper gives none; the scarce bound is stated for "
-                  "w = o(N^(1/3)) and eps <= ln 2, the adaptive one for w = 1.", ""]
+                  + "; ".join(dict.fromkeys(b["label"] for b in result.bounds)) + ". "
+                  + "; ".join(scope[n] for n in drawn) + ".", ""]
     return lines
 
 
