@@ -69,6 +69,8 @@ def _cmd_validate(paths: list[Path]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from simulator.neighbours import PairError
+
     from .io.report import write_reports
     from .runner import run_scenario
     from .io.scenario import load_scenario
@@ -88,6 +90,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               workers=args.workers, report=say)
     except ProgressMismatch as exc:
         print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
+        print(f"{args.scenario}: the audit cannot show the claim: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     report = write_reports(result, out)
     a = report["audit"]

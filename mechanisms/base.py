@@ -133,6 +133,9 @@ class Protocol(ABC):
     #: a policy of ``simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
     #: (None: the default policy of the claim's unit and neighbouring)
     audit_pair: str | None = None
+    #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,
+    #: and audits draw it per run from each world's row (``query_log_likelihood`` scores it)
+    queries_read_rated: bool = False
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
@@ -165,6 +168,10 @@ class Protocol(ABC):
         mechanisms that treat the rated set as public, on the users' ``rated``
         masks (always passed by the engine; ignore it otherwise).
         """
+
+    def query_log_likelihood(self, queries: Any, rated: np.ndarray) -> np.ndarray | None:
+        """log P(queries | rated set) per row, for protocols whose queries read the rated set (None otherwise)."""
+        return None
 
     def init_carried(self, n_users: int) -> np.ndarray | None:
         """Per-user state carried across rounds for ``n_users`` new users (None: none)."""

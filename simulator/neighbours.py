@@ -8,6 +8,9 @@ A :class:`TargetPair` holds the rows one or more audited users have in world
   rows are built for *those* queries so that the target's sketches differ in
   as many bits as the claim's unit allows. A pair that differs in no bit
   cannot show anything: that is an error, never a silent ``consistent``.
+  When the mechanism's queries read the rated set (``queries_read_rated``)
+  the query is not public: a user-level pair then differs in its rated set
+  too, and the replay draws the query per run from each world's row.
 * ``rows_for_runs`` — for designs that run the protocol (full runs,
   canaries): the rows are fixed before the run, which draws the queries.
 """
@@ -41,6 +44,7 @@ class TargetPair:
     rows1: UserBatch
     queries: tuple[Any, ...] = ()
     sketches: np.ndarray | None = None  # (2, n_bits) for a local-replay target
+    query_state: Any = None  # the server state the queries were drawn under (to draw more)
 
     def __len__(self) -> int:
         return len(self.rows0)
@@ -115,28 +119,38 @@ class NeighbourPolicy(ABC):
         _, user = population.sample_users(1, catalogue, rng)
         queries = tuple(mechanism.make_queries(1, rng, state, user.rated) for _ in range(answers))
         read = np.concatenate([mechanism.query_items(q, catalogue.n_items)[0] for q in queries], axis=0)
-        return user, queries, read
+        return user, queries, read, state
 
     @staticmethod
     def _checked(mechanism, pair: TargetPair, what: str) -> TargetPair:
         sketches = np.concatenate([sketches_under(mechanism, pair.rows0, pair.queries),
                                    sketches_under(mechanism, pair.rows1, pair.queries)])
-        pair = TargetPair(pair.rows0, pair.rows1, pair.queries, sketches)
+        pair = TargetPair(pair.rows0, pair.rows1, pair.queries, sketches, pair.query_state)
         if pair.differing_bits == 0:
             raise PairError(f"the {what} pair built for the target's queries differs in none of its "
                             f"{sketches.shape[1]} sketch bits: this audit could show nothing about the claim")
         return pair
 
 
-class UserReplace(NeighbourPolicy):
-    """User-level, replace-one: the target's whole row changes (its rated set and its likes)."""
+def _other_rated(rated: np.ndarray, w: int, rng: np.random.Generator) -> np.ndarray:
+    """Per row, ``w`` random items avoiding ``rated`` as far as the catalogue allows (then some of ``rated``)."""
+    rated = np.atleast_2d(rated)
+    keys = rng.random(rated.shape) + rated  # unrated items first, in random order
+    out = np.zeros_like(rated)
+    out[np.arange(len(rated))[:, None], np.argsort(keys, axis=1)[:, :w]] = True
+    return out
 
-    unit, neighbouring = "user", "replace"
+
+class LikesReplace(NeighbourPolicy):
+    """User-level, likes only: the rated set is public and shared, every like of the target changes."""
+
+    unit, neighbouring = "user", "replace_likes"
 
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
-        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        user, queries, read, state = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)[None, :]
-        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated), queries)
+        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated.copy()), queries,
+                          query_state=state)
         return self._checked(mechanism, pair, "user-level")
 
     def rows_for_runs(self, population, catalogue, n, rng):
@@ -145,13 +159,42 @@ class UserReplace(NeighbourPolicy):
                           UserBatch.from_masks(users.rated, users.rated))
 
 
+class UserReplace(LikesReplace):
+    """User-level, replace-one: the target's whole row changes (its rated set and its likes).
+
+    World 1 likes every item it rates, world 0 none. When the queries read
+    the rated set, world 0 also rates other items (disjoint where the
+    catalogue allows): the query then tells the worlds apart, as it should
+    under this claim. Otherwise the rated sets may as well agree (sketches
+    read likes only), which keeps the worst case for the drawn queries.
+    """
+
+    unit, neighbouring = "user", "replace"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        pair = super().worst_case_pair(mechanism, population, catalogue, answers, rng)
+        if not getattr(mechanism, "queries_read_rated", False):
+            return pair
+        rated0 = _other_rated(pair.rows1.rated, catalogue.ratings_per_user, rng)
+        pair = TargetPair(UserBatch.from_masks(rated0, np.zeros_like(rated0)), pair.rows1, pair.queries,
+                          query_state=pair.query_state)
+        return self._checked(mechanism, pair, "user-level")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        pair = super().rows_for_runs(population, catalogue, n, rng)
+        # world 0 rates other items (a separate stream: the rows above are unchanged by it)
+        other = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
+        rated0 = _other_rated(pair.rows1.rated, catalogue.ratings_per_user, other)
+        return TargetPair(UserBatch.from_masks(rated0, np.zeros_like(rated0)), pair.rows1)
+
+
 class RatingReplace(NeighbourPolicy):
     """Rating-level, replace-one: one rating of the target changes (a like becomes a dislike)."""
 
     unit, neighbouring = "rating", "replace"
 
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
-        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        user, queries, read, state = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)
         read_rated = read.any(axis=0) & rated
         item = int(np.flatnonzero(read_rated)[0]) if read_rated.any() else int(np.flatnonzero(rated)[0])
@@ -162,8 +205,8 @@ class RatingReplace(NeighbourPolicy):
         candidates = []
         for liked1 in (alone, read_rated | alone):
             liked0 = liked1 & ~alone
-            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]),
-                              UserBatch.from_masks(rated[None], liked1[None]), queries)
+            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]), UserBatch.from_masks(rated[None], liked1[None]), queries,
+                              query_state=state)
             candidates.append((np.count_nonzero(sketches_under(mechanism, pair.rows0, queries)
                                                 != sketches_under(mechanism, pair.rows1, queries)), pair))
         return self._checked(mechanism, max(candidates, key=lambda c: c[0])[1], "rating-level")
@@ -206,6 +249,7 @@ class UserSupportReplace(UserReplace):
 
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
+    ("user", "replace_likes"): LikesReplace(),
     ("rating", "replace"): RatingReplace(),
 }
 
