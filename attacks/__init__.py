@@ -2,10 +2,13 @@
 from .base import Attack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
+from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
     "sketch_agreement": SketchAgreementAttack,
+    "subspace_alignment": SubspaceAlignmentAttack,
+    "unpublished_direction": UnpublishedDirectionAttack,
 }
 
 

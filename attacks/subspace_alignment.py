@@ -1,0 +1,99 @@
+"""Subspace alignment: does what the adversary sees lean toward the world-1 target's rated items or the world-0 one's?
+
+For matrix-completion protocols (ALGORITHMS.md B) a target enters the global
+statistic ``W = Σ A_iᵀA_i`` through its rated items, so every item vector
+derived from ``W`` tilts toward the target's direction ``x_b`` (its ratings
+as a unit vector over items, in world ``b``). The score is the tilt toward
+``x_1`` minus the tilt toward ``x_0``:
+
+* ``releases``: ``Σ_t (v̂_t·x_1)² − (v̂_t·x_0)²`` over every published vector;
+* ``others``: the same over the other users' completed rows, ``‖Y_{−i} x_1‖² − ‖Y_{−i} x_0‖²``
+  (their rows are computed from the published vectors and their own data —
+  and from anything else the protocol really gave them);
+* ``target``: the target's own row against its ratings, ``y·x_1 − y·x_0``
+  (the negative control: joint DP says nothing about it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mechanisms import Protocol
+from simulator.neighbours import TargetPair
+from simulator.transcript import View
+
+from .base import Attack
+
+
+def _directions(pair: TargetPair) -> tuple[np.ndarray, np.ndarray]:
+    """Unit item vectors of the audited users' ratings in world 0 and 1: (n_users, n_items) each."""
+    out = []
+    for rows in (pair.rows0, pair.rows1):
+        dense = rows.ratings.toarray().astype(float)
+        out.append(dense / np.maximum(np.linalg.norm(dense, axis=1, keepdims=True), 1e-300))
+    return out[0], out[1]
+
+
+def _published_basis(release) -> np.ndarray:
+    """Every item vector of a run's last release (``{"basis": rows}``)."""
+    return np.asarray(release[-1].item_labels["basis"])
+
+
+class SubspaceAlignmentAttack(Attack):
+    """Tilt of the adversary's item vectors toward the world-1 target's items, minus toward world 0's."""
+
+    name = "subspace_alignment"
+    views = ("releases", "others", "target")
+
+    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+        x0, x1 = _directions(pair)
+        if view.kind == "releases":
+            bases = [_published_basis(r) for r in view.releases]
+            return np.array([_tilt(b, x1[i % len(x1)]) - _tilt(b, x0[i % len(x0)]) for i, b in enumerate(bases)])
+        if view.kind == "others":
+            scores = []
+            for i, (_, rows) in enumerate(view.others):
+                # ‖C B x‖² for rows C @ B: no dense rows needed
+                scores.append(_rows_tilt(rows, x1[i % len(x1)]) - _rows_tilt(rows, x0[i % len(x0)]))
+            return np.array(scores)
+        if view.kind == "target":
+            rows = [t.dense()[0] for t in view.target]
+            return np.array([r @ x1[i % len(x1)] - r @ x0[i % len(x0)] for i, r in enumerate(rows)])
+        raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
+
+
+def _tilt(basis: np.ndarray, x: np.ndarray) -> float:
+    return float(np.sum((basis @ x) ** 2))
+
+
+def _rows_tilt(rows, x: np.ndarray) -> float:
+    if rows is None or len(rows) == 0:
+        return 0.0
+    return float(np.sum((rows.coefficients @ (rows.basis @ x)) ** 2))
+
+
+class UnpublishedDirectionAttack(Attack):
+    """The others view only: tilt of the part of other users' rows that no published vector explains.
+
+    Under a protocol whose users combine only what it publishes, that part is
+    zero in both worlds (score 0, nothing to learn). A protocol that hands
+    users an unpublished global quantity shows it here.
+    """
+
+    name = "unpublished_direction"
+    views = ("others",)
+
+    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+        if view.kind != "others":
+            raise ValueError(f"attack {self.name} reads the others view, not {view.kind!r}")
+        x0, x1 = _directions(pair)
+        scores = []
+        for i, ((_, rows), releases) in enumerate(zip(view.others, view.releases)):
+            if rows is None or len(rows) == 0:
+                scores.append(0.0)
+                continue
+            published = _published_basis(releases)
+            q, _ = np.linalg.qr(published.T)  # orthonormal span of the published vectors (items x k)
+            residual = rows.basis - (rows.basis @ q) @ q.T  # each row vector's unpublished part
+            tilt = [float(np.sum((rows.coefficients @ (residual @ x[i % len(x)])) ** 2)) for x in (x0, x1)]
+            scores.append(tilt[1] - tilt[0])
+        return np.array(scores)
