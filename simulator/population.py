@@ -263,9 +263,8 @@ def rank_one_world(n_users: int, n_items: int, ratings_per_user: int, rng: np.ra
     population = RankOnePopulation(n_items=n_items, ratings_per_user=min(ratings_per_user, n_items))
     catalogue = population.catalogue(rng)
     u, observed = population.draw(n_users, catalogue, rng)
-    coo = observed.tocoo()
     seed = np.random.SeedSequence(rng.integers(2**63))
-    train, test = split_ratings(coo.row, coo.col, coo.data, observed.shape, test_fraction, None, seed)
+    train, test = split_ratings(observed, test_fraction, None, seed)
     ids = np.arange(n_users), np.arange(n_items)
     return RankOneWorld(RatingsData(train, test, *ids), u, catalogue.item_factors)
 

@@ -158,11 +158,9 @@ def _read(path: Path, layout: _Layout, **kw):
 
 @dataclass(frozen=True)
 class _Parsed:
-    """Validated ratings in file order: user/item codes into sorted ids, values."""
+    """Validated ratings: one canonical CSR table (users x items, sorted ids) and the ids."""
 
-    users: np.ndarray
-    items: np.ndarray
-    values: np.ndarray
+    table: sparse.csr_array
     user_ids: np.ndarray
     item_ids: np.ndarray
 
@@ -178,7 +176,7 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
         raise ParameterError("path", f"ratings file not found: {path}")
     layout = _layout(path, format)
     try:
-        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=False)
+        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # inference: one pass
     except Exception:  # noqa: BLE001 -- any parser failure is located and named by the slow pass
         raise _locate(path, layout) from None
     if frame.empty:
@@ -190,11 +188,21 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
     _refuse_rows(path, layout, ~np.isfinite(values), lambda r: f"{layout.rating}: {values[r]} is not a finite number")
     _refuse_rows(path, layout, values == 0, lambda r: f"{layout.rating}: 0 is not allowed (a stored rating is "
                                                       "never 0: shift the rating scale)")
-    user_codes, user_ids = pd.factorize(frame[layout.user].to_numpy(), sort=True)
-    item_codes, item_ids = pd.factorize(frame[layout.item].to_numpy(), sort=True)
+    users, user_ids = pd.factorize(frame[layout.user].to_numpy(), sort=True)
+    items, item_ids = pd.factorize(frame[layout.item].to_numpy(), sort=True)
     del frame
-    _refuse_duplicates(path, layout, user_codes, item_codes, user_ids, item_ids)
-    return _Parsed(user_codes, item_codes, values, np.asarray(user_ids), np.asarray(item_ids))
+    # one sort by (user, item) gives both the CSR order and the duplicate check
+    key = users.astype(np.int64) * max(1, len(item_ids)) + items
+    order = np.argsort(key)
+    key = key[order]
+    if (key[1:] == key[:-1]).any():
+        _refuse_duplicates(path, layout, users, items, user_ids, item_ids)
+    del key
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(users, minlength=len(user_ids)))))
+    index_type = np.int32 if max(len(item_ids), len(values)) < 2**31 else np.int64
+    table = sparse.csr_array((values[order], items[order].astype(index_type), indptr.astype(index_type)),
+                             shape=(len(user_ids), len(item_ids)))
+    return _Parsed(table, np.asarray(user_ids), np.asarray(item_ids))
 
 
 def _refuse_rows(path: Path, layout: _Layout, bad: np.ndarray, problem) -> None:
@@ -206,9 +214,6 @@ def _refuse_rows(path: Path, layout: _Layout, bad: np.ndarray, problem) -> None:
 
 def _refuse_duplicates(path, layout, users, items, user_ids, item_ids) -> None:
     key = users.astype(np.int64) * max(1, len(item_ids)) + items
-    ordered = np.sort(key)
-    if not (ordered[1:] == ordered[:-1]).any():
-        return
     order = np.argsort(key, kind="stable")
     ordered = key[order]
     repeats = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # positions (sorted) of later copies
@@ -365,19 +370,15 @@ def _first_undecodable_line(path: Path) -> int | None:
 
 def keep_top_items(parsed: _Parsed, top: int) -> _Parsed:
     """Only the ``top`` most rated items (ties: smaller id first); users left without ratings go."""
-    counts = np.bincount(parsed.items, minlength=parsed.item_ids.size)
+    counts = np.bincount(parsed.table.indices, minlength=parsed.item_ids.size)
     if top >= counts.size:
         return parsed
     keep = np.sort(np.lexsort((np.arange(counts.size), -counts))[:top])
-    item_map = np.full(counts.size, -1)
-    item_map[keep] = np.arange(keep.size)
-    kept = item_map[parsed.items] >= 0
-    users = parsed.users[kept]
-    present = np.flatnonzero(np.bincount(users, minlength=parsed.user_ids.size))
-    user_map = np.full(parsed.user_ids.size, -1)
-    user_map[present] = np.arange(present.size)
-    return _Parsed(user_map[users], item_map[parsed.items[kept]], parsed.values[kept],
-                   parsed.user_ids[present], parsed.item_ids[keep])
+    table = parsed.table[:, keep]
+    present = np.flatnonzero(np.diff(table.indptr))
+    table = table[present]
+    table.sort_indices()
+    return _Parsed(table, parsed.user_ids[present], parsed.item_ids[keep])
 
 
 def held_out(n_ratings: int, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -400,22 +401,27 @@ def capped(users: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
     return keep
 
 
-def split_ratings(users: np.ndarray, items: np.ndarray, values: np.ndarray, shape: tuple[int, int],
-                  test_fraction: float, max_ratings_per_user: int | None,
+def _entries(table: sparse.csr_array, mask: np.ndarray) -> sparse.csr_array:
+    """The stored entries of a canonical CSR table where ``mask`` (over its entries) is true."""
+    rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[mask], minlength=table.shape[0]))))
+    return sparse.csr_array((table.data[mask], table.indices[mask], indptr.astype(table.indptr.dtype)),
+                            shape=table.shape)
+
+
+def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per_user: int | None,
                   seed: np.random.SeedSequence) -> tuple[sparse.csr_array, sparse.csr_array]:
-    """Train and test CSR tables: ``test_fraction`` of the ratings held out, then the training
-    ratings capped at ``max_ratings_per_user`` per user (the order of Jain et al.'s experiments)."""
-    test = held_out(users.size, test_fraction, stream(seed, "test"))
+    """Train and test tables: ``test_fraction`` of the ratings held out (exactly, uniformly), then the
+    training ratings capped at ``max_ratings_per_user`` per user (the order of Jain et al.'s
+    experiments). Draws depend only on the table (its canonical order), not on a file's row order."""
+    table = sparse.csr_array(table)
+    table.sort_indices()
+    test = held_out(table.nnz, test_fraction, stream(seed, "test"))
     train = ~test
     if max_ratings_per_user is not None:
-        train[train] = capped(users[train], max_ratings_per_user, stream(seed, "cap"))
-
-    def table(mask):
-        table = sparse.csr_array((values[mask], (users[mask], items[mask])), shape=shape)
-        table.sort_indices()
-        return table
-
-    return table(train), table(test)
+        rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
+        train[train] = capped(rows[train], max_ratings_per_user, stream(seed, "cap"))
+    return _entries(table, train), _entries(table, test)
 
 
 def load_ratings(path: Path | str, format: str = "auto", top_items: int | None = None,
@@ -426,9 +432,8 @@ def load_ratings(path: Path | str, format: str = "auto", top_items: int | None =
     if top_items is not None:
         parsed = keep_top_items(parsed, top_items)
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    shape = (parsed.user_ids.size, parsed.item_ids.size)
-    train, test = split_ratings(parsed.users, parsed.items, parsed.values.astype(dtype, copy=False), shape,
-                                test_fraction, max_ratings_per_user, seed)
+    table = parsed.table if parsed.table.dtype == dtype else parsed.table.astype(dtype)
+    train, test = split_ratings(table, test_fraction, max_ratings_per_user, seed)
     return RatingsData(train, test, parsed.user_ids, parsed.item_ids)
 
 
