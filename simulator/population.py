@@ -136,11 +136,13 @@ class SBMPopulation(_BlockModel):
 
 @dataclass
 class StarSBMPopulation(_BlockModel):
-    """The blockmodel with star ratings 1..S: a user of cluster ``k`` rates an item of cluster ``l``
-    ``s`` stars with probability ``star_probability[k][l][s - 1]``.
+    """Blockmodel with star ratings 1..S; a like is a rating of at least ``like_threshold`` stars.
 
-    A rating is a like when it has at least ``like_threshold`` stars, so like-bit mechanisms
-    run on it unchanged (their like probability is ``like_probability``, derived).
+    A user of cluster ``k`` rates an item of cluster ``l`` ``s`` stars with
+    probability ``star_probability[k][l][s - 1]`` (clusters and rated items as in ``sbm``).
+
+    Like-bit mechanisms run on it unchanged (their like probability per block is
+    ``like_probability``, derived).
     """
 
     n_items: Annotated[int, Ge(2)]
@@ -196,7 +198,7 @@ def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
 
 @dataclass
 class RankOnePopulation:
-    """Jain et al.'s synthetic world (seed 004, ALGORITHMS.md B): ``Y = u vᵀ``, unit ℓ∞.
+    """Jain et al.'s synthetic rank-one world ``Y = u vᵀ`` with |Y| <= 1 (seed 004, ALGORITHMS.md B).
 
     Items' ``v_j`` and users' ``u_i`` are uniform on [-1, 1] without 0 (a random sign
     times 1 − U, U ~ U[0, 1)), and ``v`` is rescaled so ``max |v_j| = 1``: every

@@ -73,9 +73,9 @@ class RatingsData:
     def batch(self, like_threshold: float, rows: np.ndarray | slice = slice(None)) -> UserBatch:
         """Training rows as a ``UserBatch``: a rating is a like when it is ``>= like_threshold``."""
         ratings = self.train[rows]
-        liked = ratings.data >= like_threshold
-        users = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
-        return UserBatch.from_coo(users, ratings.indices, ratings.data, liked, ratings.shape)
+        likes = _entries(ratings, ratings.data >= like_threshold)
+        likes.data = np.ones(likes.nnz, bool)
+        return UserBatch(ratings, likes)
 
 
 # ---------------------------------------------------------------- layouts

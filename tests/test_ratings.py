@@ -138,6 +138,8 @@ def test_a_generated_file_round_trips(tmp_path, fmt):
     assert as_dict(data.train, data.user_ids, data.item_ids) == expected
     assert list(data.user_ids) == sorted(data.user_ids) and data.n_users == 300
     assert set(data.train.data) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    single = load_ratings(path, dtype=np.float32).train
+    assert single.dtype == np.float32 and (single != data.train).nnz == 0
 
 
 def test_written_values_read_back_exactly(tmp_path):
