@@ -181,8 +181,7 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
         raise _locate(path, layout) from None
     if frame.empty:
         raise RatingsFileError(path, "no ratings" + (" after the header" if layout.header else ""))
-    checked = list(layout.names) if layout.int_ids else [layout.user, layout.item, layout.rating]
-    if frame[checked].isna().to_numpy().any():
+    if frame[_checked(layout)].isna().to_numpy().any():
         raise _locate(path, layout)  # missing fields, empty ids, 'nan': the slow pass says which
     values = frame[layout.rating].to_numpy(np.float64)
     _refuse_rows(path, layout, ~np.isfinite(values), lambda r: f"{layout.rating}: {values[r]} is not a finite number")
@@ -231,24 +230,24 @@ _INTEGER = r"^\s*[+-]?\d+\s*$"
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
+def _checked(layout: _Layout) -> list[str]:
+    """The columns every row must have valid (the project's csv ignores its other columns)."""
+    return list(layout.names) if layout.int_ids else [layout.user, layout.item, layout.rating]
+
+
 def _locate(path: Path, layout: _Layout) -> RatingsFileError:
-    """The first bad line, found by re-reading the file as text in chunks (only after a failure)."""
+    """The first bad line, after the fast parse failed: the file is parsed again in chunks with the
+    same dtypes to find the first bad chunk, which alone is re-read as text and checked row by row."""
     import pandas as pd
 
+    start = 0
     try:
-        chunks = _read(path, layout, dtype=str, keep_default_na=False, chunksize=_CHUNK_ROWS)
-        start = 0
-        for chunk in chunks:
-            found = _first_problem(chunk, layout)
-            if found is not None:
-                row, column, problem = found
-                line = int(_line_numbers(path, layout, np.array([start + row]))[0])
-                if column is not None and chunk.iloc[row][column] == "":
-                    saw = _field_count(path, line, layout.sep)
-                    if saw != len(layout.names):
-                        problem = f"expected {len(layout.names)} fields, saw {saw}"
-                return RatingsFileError(path, problem, line)
+        for chunk in _read(path, layout, dtype=layout.dtypes(), chunksize=_CHUNK_ROWS, low_memory=True):
+            if chunk[_checked(layout)].isna().to_numpy().any():
+                break
             start += len(chunk)
+        else:
+            return RatingsFileError(path, "not a readable ratings file")
     except UnicodeDecodeError:
         return RatingsFileError(path, "not UTF-8 text", _first_undecodable_line(path))
     except pd.errors.ParserError as exc:
@@ -257,16 +256,32 @@ def _locate(path: Path, layout: _Layout) -> RatingsFileError:
             expected, line, saw = map(int, match.groups())
             return RatingsFileError(path, f"expected {expected} fields, saw {saw}", line)
         return RatingsFileError(path, f"not a readable ratings file ({' '.join(str(exc).split())})")
-    return RatingsFileError(path, "not a readable ratings file")
+    except (ValueError, OverflowError):
+        pass  # a value of the chunk starting at data row `start` did not convert
+    first_line = int(_line_numbers(path, layout, np.array([start]))[0])
+    if first_line == 0:
+        return RatingsFileError(path, "not a readable ratings file")
+    chunk = pd.read_csv(path, sep=layout.sep, header=None, skiprows=first_line - 1, nrows=_CHUNK_ROWS,
+                        names=list(layout.names), engine="c", encoding="utf-8", skip_blank_lines=True,
+                        dtype=str, keep_default_na=False)
+    found = _first_problem(chunk, layout)
+    if found is None:
+        return RatingsFileError(path, "not a readable ratings file")
+    row, column, problem = found
+    line = int(_line_numbers(path, layout, np.array([start + row]))[0])
+    if column is not None and chunk.iloc[row][column] == "":
+        saw = _field_count(path, line, layout.sep)
+        if saw != len(layout.names):
+            problem = f"expected {len(layout.names)} fields, saw {saw}"
+    return RatingsFileError(path, problem, line)
 
 
 def _first_problem(chunk, layout: _Layout) -> tuple[int, str | None, str] | None:
     """(row, column, problem) of the chunk's first bad row, checking columns left to right."""
     import pandas as pd
 
-    checked = layout.names if layout.int_ids else (layout.user, layout.item, layout.rating)
     found: list[tuple[int, int, str, str]] = []
-    for position, name in enumerate(checked):
+    for position, name in enumerate(_checked(layout)):
         text = chunk[name].astype(str)
         empty = (text.str.len() == 0).to_numpy()
         if name in (layout.user, layout.item):
