@@ -269,3 +269,17 @@ def test_a_100k_rating_file_loads_and_runs_in_little_memory(tmp_path):
     print(peak)
     assert peak["items"] > 9_900
     assert peak["loaded"] - peak["imports"] < 100 and peak["run"] < 500
+
+
+def test_validating_then_running_parses_the_file_once(tmp_path):
+    import os
+
+    from simulator.ratings import load_ratings_cached
+
+    path = write_population_file(tmp_path / "r.csv", star_world(), 50, seed=1)
+    first = load_ratings_cached(path, test_fraction=0.1)
+    assert load_ratings_cached(path, test_fraction=0.1) is first
+    assert load_ratings_cached(path, test_fraction=0.2) is not first  # other options, another table
+    path.write_text(path.read_text() + "999,1,5,1\n")
+    os.utime(path, ns=(1, 1))  # a changed file (size and mtime) is read again
+    assert load_ratings_cached(path, test_fraction=0.1).n_users == 51
