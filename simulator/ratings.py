@@ -176,7 +176,7 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
         raise ParameterError("path", f"ratings file not found: {path}")
     layout = _layout(path, format)
     try:
-        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # inference: one pass
+        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # csv: infer id types over whole columns
     except Exception:  # noqa: BLE001 -- any parser failure is located and named by the slow pass
         raise _locate(path, layout) from None
     if frame.empty:
