@@ -15,6 +15,8 @@ as a unit vector over items, in world ``b``). The score is the tilt toward
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from mechanisms import Protocol
@@ -38,6 +40,7 @@ def _published_basis(release) -> np.ndarray:
     return np.asarray(release[-1].item_labels["basis"])
 
 
+@dataclass
 class SubspaceAlignmentAttack(Attack):
     """Tilt of the adversary's item vectors toward the world-1 target's items, minus toward world 0's."""
 
@@ -71,6 +74,7 @@ def _rows_tilt(rows, x: np.ndarray) -> float:
     return float(np.sum((rows.coefficients @ (rows.basis @ x)) ** 2))
 
 
+@dataclass
 class UnpublishedDirectionAttack(Attack):
     """The others view only: tilt of the part of other users' rows that no published vector explains.
 

@@ -7,6 +7,9 @@ from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
 from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
 from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
+from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
+                          PrivateFrankWolfeNoProjection)
+from .projected_gradient import PrivateProjectedGradient
 
 MECHANISMS: dict[str, type[Protocol]] = {
     "maxsense": MaxSense,
@@ -17,6 +20,12 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "multi_maxsense_broken": MultiMaxSenseBroken,
     "adaptive_maxsense": AdaptiveMaxSense,
     "adaptive_maxsense_broken": AdaptiveMaxSenseBroken,
+    "private_frank_wolfe": PrivateFrankWolfe,
+    "private_frank_wolfe_no_noise": PrivateFrankWolfeNoNoise,
+    "private_frank_wolfe_no_projection": PrivateFrankWolfeNoProjection,
+    "private_frank_wolfe_leaky_outputs": PrivateFrankWolfeLeakyOutputs,
+    "frank_wolfe": FrankWolfe,
+    "private_projected_gradient": PrivateProjectedGradient,
 }
 
 
@@ -30,4 +39,6 @@ def get_mechanism(kind: str) -> type[Protocol]:
 
 __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
-           "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken"]
+           "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
+           "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
+           "PrivateProjectedGradient"]

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+_BLOCK_ENTRIES = 1 << 21  # entries of one block of the k-means cost table (16 MiB per float array)
+
 
 def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
     """Exact 1-D k-means (dynamic programming over sorted values).
 
     Returns labels ``0..k-1`` ordered by cluster mean. Deterministic: the
-    optimum of the within-cluster sum of squares, found in O(k n^2) numpy work.
+    optimum of the within-cluster sum of squares, found in O(k n^2) numpy work
+    and O(n) memory beyond fixed-size blocks.
     """
     values = np.asarray(values, dtype=float)
     n = values.size
@@ -18,19 +21,28 @@ def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
     s1 = np.concatenate([[0.0], np.cumsum(x)])
     s2 = np.concatenate([[0.0], np.cumsum(x * x)])
 
-    # cost[i, j]: squared error of one cluster holding x[i:j] (i < j)
+    # cost(i, j): squared error of one cluster holding x[i:j] (i < j); built a block of columns j
+    # at a time, so memory is O(n * block), not O(n^2) (10,000 items would need GBs)
     i = np.arange(n + 1)[:, None]
-    j = np.arange(n + 1)[None, :]
-    size = np.maximum(j - i, 1)
-    cost = (s2[j] - s2[i]) - (s1[j] - s1[i]) ** 2 / size
-    cost = np.where(j > i, np.maximum(cost, 0.0), np.inf)
 
-    best = cost[0].copy()  # best[j]: one cluster covering x[:j]
+    def cost(j: np.ndarray) -> np.ndarray:
+        size = np.maximum(j - i, 1)
+        c = (s2[j] - s2[i]) - (s1[j] - s1[i]) ** 2 / size
+        return np.where(j > i, np.maximum(c, 0.0), np.inf)
+
+    block = max(1, _BLOCK_ENTRIES // (n + 1))
+    columns = [np.arange(start, min(n + 1, start + block))[None, :] for start in range(0, n + 1, block)]
+    ends = np.arange(n + 1)  # best[j]: one cluster covering x[:j], i.e. cost(0, j)
+    best = np.where(ends > 0, np.maximum(s2 - s1 ** 2 / np.maximum(ends, 1), 0.0), np.inf)
     cuts = np.zeros((k, n + 1), dtype=np.int64)
     for layer in range(1, k):
-        total = best[:, None] + cost  # split x[:j] into x[:i] (layer clusters) + x[i:j]
-        cuts[layer] = np.argmin(total, axis=0)
-        best = total[cuts[layer], np.arange(n + 1)]
+        new_best = np.empty(n + 1)
+        for j in columns:
+            total = best[:, None] + cost(j)  # split x[:j] into x[:i] (layer clusters) + x[i:j]
+            cut = np.argmin(total, axis=0)
+            cuts[layer, j[0]] = cut
+            new_best[j[0]] = total[cut, np.arange(j.size)]
+        best = new_best
 
     sorted_labels = np.empty(n, dtype=np.int64)
     end = n

@@ -39,7 +39,7 @@ class FrankWolfeState(GramState):
 
     eigenvalues: np.ndarray = None  # (t,): λ̂_t
     shifted: np.ndarray = None  # (t,): λ̂'_t, the step's denominators
-    unnoised: np.ndarray | None = None  # the last round's exact top eigenvector (leaky twin only)
+    unnoised: np.ndarray | None = None  # every round's exact top eigenvector (leaky twin only)
 
 
 @dataclass
@@ -86,7 +86,7 @@ class PrivateFrankWolfe(GramCompletion):
     def init_state(self, world: WorldInfo) -> FrankWolfeState:
         n = world.n_items
         return FrankWolfeState(world, np.zeros((n, n)), [], np.zeros((0, n)), eigenvalues=np.zeros(0),
-                               shifted=np.zeros(0))
+                               shifted=np.zeros(0), unnoised=np.zeros((0, n)))
 
     def broadcast(self, state: FrankWolfeState) -> dict[str, Any]:
         return {"basis": state.basis, "shifted": state.shifted, "eigenvalues": state.eigenvalues,
@@ -110,7 +110,7 @@ class PrivateFrankWolfe(GramCompletion):
         else:
             value, v = self._oja(state.blocks, n, rng)
         if self.leak_unnoised:
-            state.unnoised = top_eigenpair(state.gram)[1]
+            state.unnoised = np.vstack([state.unnoised, top_eigenpair(state.gram)[1]])
         eigenvalue = math.sqrt(max(value, 0.0))
         shift = math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 if self.noise_on else 0.0
         state.basis = np.vstack([state.basis, v])
@@ -164,11 +164,14 @@ class PrivateFrankWolfe(GramCompletion):
 
     def personal_output(self, users: UserBatch, carried: np.ndarray, state: FrankWolfeState) -> LowRankRows:
         """Y_i^(T): the last step with v̂_T, as coefficients over v̂_1..v̂_T."""
-        basis = state.basis
-        if self.leak_unnoised:
-            basis = np.vstack([basis[:-1], state.unnoised])
-        coefficients = self._step(self._targets(users), carried, basis, state.shifted, self._nuclear_bound(state))
-        return LowRankRows(coefficients[:, :basis.shape[0]], basis)
+        targets, bound = self._targets(users), self._nuclear_bound(state)
+        if self.leak_unnoised:  # replays every step with the exact eigenvectors the server kept
+            coefficients = np.zeros_like(carried)
+            for t in range(1, state.unnoised.shape[0] + 1):
+                coefficients = self._step(targets, coefficients, state.unnoised[:t], state.shifted, bound)
+            return LowRankRows(coefficients[:, :state.unnoised.shape[0]], state.unnoised)
+        coefficients = self._step(targets, carried, state.basis, state.shifted, bound)
+        return LowRankRows(coefficients[:, :state.basis.shape[0]], state.basis)
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"nuclear_scale": self.nuclear_scale, "eigen": self.eigen}
@@ -204,10 +207,11 @@ class PrivateFrankWolfeNoProjection(PrivateFrankWolfe):
 
 @dataclass
 class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe):
-    """Broken twin: publishes the noisy v̂'s, but users' last step uses the un-noised top eigenvector.
+    """Broken twin: publishes the noisy v̂'s, but users' outputs replay every step with the un-noised ones.
 
-    The releases are exactly as private as the correct mechanism's; only the
-    other users' outputs carry the un-noised global quantity.
+    Users' messages follow the published v̂'s, so the releases are exactly as
+    private as the correct mechanism's; only the other users' outputs carry
+    the un-noised global quantity.
     """
 
     name: str = field(default="private_frank_wolfe_leaky_outputs", init=False, repr=False)

@@ -1,14 +1,21 @@
-"""Populations: who rates what. Bipartite stochastic blockmodel or a ratings file."""
+"""Populations: who rates what. Blockmodels (like bits or star levels), a rank-one world, a ratings file.
+
+Every population has ``catalogue(rng)`` (the items of a world) and ``sample_users(n, catalogue,
+rng) -> (clusters, UserBatch)`` (fresh users' private rows, sparse; cluster -1 when unknown).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, Gt, Le, Lt
+from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
+
+from .ratings import RatingsData, load_ratings_cached, split_ratings
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,7 @@ class Catalogue:
     n_item_clusters: int
     item_labels: np.ndarray | None  # None when the truth is unknown (real data)
     ratings_per_user: int
+    item_factors: np.ndarray | None = None  # the rank-one world's item vector v
 
 
 def _sizes_from_weights(weights: np.ndarray, total: int) -> np.ndarray:
@@ -50,14 +58,51 @@ def _draw_rated(n_users: int, n_items: int, w: int, rng: np.random.Generator) ->
     return items
 
 
+class _BlockModel:
+    """What the like-bit and star blockmodels share: clusters, the catalogue, who rates what."""
+
+    def _check_blocks(self, name: str, shape: tuple[int, ...]) -> None:
+        k, l = len(self.user_cluster_weights), len(self.item_cluster_weights)
+        if shape[:2] != (k, l):
+            raise ParameterError(name, f"must have {k}x{l} blocks (one row per user cluster, one column per "
+                                       f"item cluster); got {shape[0]}x{shape[1]}")
+        if self.ratings_per_user > self.n_items:
+            raise ParameterError("ratings_per_user", f"must be <= n_items ({self.n_items})")
+        if l > self.n_items:
+            raise ParameterError("item_cluster_weights", f"{l} item clusters but only {self.n_items} items")
+
+    def catalogue(self, rng: np.random.Generator) -> Catalogue:
+        sizes = _sizes_from_weights(np.asarray(self.item_cluster_weights, float), self.n_items)
+        labels = rng.permutation(np.repeat(np.arange(len(sizes)), sizes))
+        return Catalogue(self.n_items, len(sizes), labels, self.ratings_per_user)
+
+    def _draw(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator):
+        """Users' clusters, the items each rates (n_users, w) and those items' clusters."""
+        alpha = np.asarray(self.user_cluster_weights, float)
+        clusters = rng.choice(alpha.size, size=n_users, p=alpha / alpha.sum())
+        rated_idx = _draw_rated(n_users, self.n_items, self.ratings_per_user, rng)
+        return clusters, rated_idx, catalogue.item_labels[rated_idx]
+
+    def _batch(self, n_users: int, rated_idx: np.ndarray, values: np.ndarray, likes: np.ndarray) -> UserBatch:
+        users = np.repeat(np.arange(n_users), self.ratings_per_user)
+        return UserBatch.from_coo(users, rated_idx.ravel(), values.ravel(), likes.ravel(), (n_users, self.n_items))
+
+
+def _block_shape(blocks: list) -> tuple[int, ...]:
+    """Shape of a nested list of blocks, or raise ValueError when it is ragged."""
+    array = np.asarray(blocks, dtype=float) if blocks else np.zeros((0, 0))
+    return array.shape
+
+
 @dataclass
-class SBMPopulation:
+class SBMPopulation(_BlockModel):
     """Bipartite stochastic blockmodel (seed 003, ALGORITHMS.md A).
 
     Users fall in ``K`` clusters with ``user_cluster_weights``; items in ``L``
     clusters with ``item_cluster_weights`` (exact sizes by largest-remainder
     rounding, then shuffled). Each user rates ``ratings_per_user`` items chosen
-    uniformly; a rating is a like with probability ``like_probability[k, l]``.
+    uniformly; a rating is a like with probability ``like_probability[k, l]``
+    and is stored as +1 (like) or -1 (dislike).
     """
 
     n_items: Annotated[int, Ge(2)]
@@ -76,81 +121,211 @@ class SBMPopulation:
         b = self.b
         if np.any(b < 0) or np.any(b > 1):
             raise ParameterError("like_probability", "entries must lie in [0, 1]")
-        if self.ratings_per_user > self.n_items:
-            raise ParameterError("ratings_per_user", f"must be <= n_items ({self.n_items})")
-        if l > self.n_items:
-            raise ParameterError("item_cluster_weights", f"{l} item clusters but only {self.n_items} items")
+        self._check_blocks("like_probability", shape)
 
     @property
     def b(self) -> np.ndarray:
         return np.asarray(self.like_probability, dtype=float)
 
-    def catalogue(self, rng: np.random.Generator) -> Catalogue:
-        sizes = _sizes_from_weights(np.asarray(self.item_cluster_weights, float), self.n_items)
-        labels = rng.permutation(np.repeat(np.arange(len(sizes)), sizes))
-        return Catalogue(self.n_items, len(sizes), labels, self.ratings_per_user)
-
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         """Clusters and private rows of ``n_users`` fresh users (vectorised)."""
-        alpha = np.asarray(self.user_cluster_weights, float)
-        clusters = rng.choice(alpha.size, size=n_users, p=alpha / alpha.sum())
-        rated_idx = _draw_rated(n_users, self.n_items, self.ratings_per_user, rng)
-        like_p = self.b[clusters[:, None], catalogue.item_labels[rated_idx]]
-        likes = rng.random(like_p.shape) < like_p
-        users = np.repeat(np.arange(n_users), self.ratings_per_user)
-        items, likes = rated_idx.ravel(), likes.ravel()
-        return clusters, UserBatch.from_coo(users, items, np.where(likes, 1.0, -1.0), likes,
-                                            (n_users, self.n_items))
+        clusters, rated_idx, item_clusters = self._draw(n_users, catalogue, rng)
+        likes = rng.random(rated_idx.shape) < self.b[clusters[:, None], item_clusters]
+        return clusters, self._batch(n_users, rated_idx, np.where(likes, 1.0, -1.0), likes)
+
+
+@dataclass
+class StarSBMPopulation(_BlockModel):
+    """Blockmodel with star ratings 1..S; a like is a rating of at least ``like_threshold`` stars.
+
+    A user of cluster ``k`` rates an item of cluster ``l`` ``s`` stars with
+    probability ``star_probability[k][l][s - 1]`` (clusters and rated items as in ``sbm``).
+
+    Like-bit mechanisms run on it unchanged (their like probability per block is
+    ``like_probability``, derived).
+    """
+
+    n_items: Annotated[int, Ge(2)]
+    user_cluster_weights: list[Annotated[float, Gt(0)]]
+    item_cluster_weights: list[Annotated[float, Gt(0)]]
+    star_probability: list[list[list[Annotated[float, Ge(0), Le(1)]]]]
+    ratings_per_user: Annotated[int, Ge(1)]
+    like_threshold: Annotated[int, Ge(1)] = 4
+
+    def __post_init__(self) -> None:
+        try:
+            shape = _block_shape(self.star_probability)
+        except ValueError:
+            shape = ()
+        if len(shape) != 3 or shape[2] < 2:
+            raise ParameterError("star_probability", "must be a K x L x S array (user cluster, item cluster, "
+                                                     "star level 1..S with S >= 2) of equal-length lists")
+        self._check_blocks("star_probability", shape)
+        p = self.stars
+        if np.any(p < 0) or np.any(np.abs(p.sum(axis=2) - 1) > 1e-9):
+            raise ParameterError("star_probability", "each block's star distribution must be non-negative "
+                                                     "and sum to 1")
+        if self.like_threshold > self.n_stars:
+            raise ParameterError("like_threshold", f"must be <= the number of star levels ({self.n_stars})")
+
+    @property
+    def stars(self) -> np.ndarray:
+        return np.asarray(self.star_probability, dtype=float)
+
+    @property
+    def n_stars(self) -> int:
+        return self.stars.shape[2]
+
+    @property
+    def like_probability(self) -> np.ndarray:
+        """P(like) per block: the mass of the star levels >= ``like_threshold``."""
+        return self.stars[:, :, self.like_threshold - 1:].sum(axis=2)
+
+    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+        clusters, rated_idx, item_clusters = self._draw(n_users, catalogue, rng)
+        cdf = np.cumsum(self.stars, axis=2)
+        u = rng.random(rated_idx.shape)
+        stars = np.ones(rated_idx.shape, np.int64)  # inverse-CDF draw: 1 + levels whose CDF u passed
+        for level in range(self.n_stars - 1):
+            stars += u >= cdf[:, :, level][clusters[:, None], item_clusters]
+        return clusters, self._batch(n_users, rated_idx, stars.astype(float), stars >= self.like_threshold)
+
+
+def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform on [-1, 0) U (0, 1]: a random sign times 1 - U, U ~ U[0, 1) (never exactly 0)."""
+    return np.where(rng.random(size) < 0.5, -1.0, 1.0) * (1.0 - rng.random(size))
+
+
+@dataclass
+class RankOnePopulation:
+    """Jain et al.'s synthetic rank-one world ``Y = u vᵀ`` with |Y| <= 1 (seed 004, ALGORITHMS.md B).
+
+    Items' ``v_j`` and users' ``u_i`` are uniform on [-1, 1] without 0 (a random sign
+    times 1 − U, U ~ U[0, 1)), and ``v`` is rescaled so ``max |v_j| = 1``: every
+    ``|Y_ij| <= 1`` and no rating is 0. Each user observes ``ratings_per_user`` (ξ)
+    items chosen uniformly, rated ``Y_ij``; a like is ``Y_ij >= like_threshold``.
+    Users' clusters (and items' labels) are the signs of ``u`` (``v``): 0 positive, 1
+    negative — with the default threshold 0 a user likes exactly the items of its own sign.
+    """
+
+    n_items: Annotated[int, Ge(2)]
+    ratings_per_user: Annotated[int, Ge(1)]
+    like_threshold: Annotated[float, Ge(-1), Le(1)] = 0.0
+
+    def __post_init__(self) -> None:
+        if self.ratings_per_user > self.n_items:
+            raise ParameterError("ratings_per_user", f"must be <= n_items ({self.n_items})")
+
+    def catalogue(self, rng: np.random.Generator) -> Catalogue:
+        v = _nonzero_unit(self.n_items, rng)
+        v /= np.abs(v).max()
+        return Catalogue(self.n_items, 2, (v < 0).astype(np.int64), self.ratings_per_user, item_factors=v)
+
+    def draw(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator,
+             batch: int = 20_000) -> tuple[np.ndarray, sparse.csr_array]:
+        """Users' factors ``u`` and their observed ratings (CSR), drawn ``batch`` users at a time."""
+        u = _nonzero_unit(n_users, rng)
+        w, rows = self.ratings_per_user, []
+        for start in range(0, n_users, batch):
+            stop = min(n_users, start + batch)
+            rated = _draw_rated(stop - start, self.n_items, w, rng)
+            values = u[start:stop, None] * catalogue.item_factors[rated]
+            indptr = np.arange(0, (stop - start) * w + 1, w)
+            rows.append(sparse.csr_array((values.ravel(), rated.ravel(), indptr), shape=(stop - start, self.n_items)))
+        table = sparse.vstack(rows, format="csr") if rows else sparse.csr_array((0, self.n_items))
+        table.sort_indices()
+        return u, table
+
+    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+        u, table = self.draw(n_users, catalogue, rng)
+        users = np.repeat(np.arange(n_users), np.diff(table.indptr))
+        batch = UserBatch.from_coo(users, table.indices, table.data, table.data >= self.like_threshold, table.shape)
+        return (u < 0).astype(np.int64), batch
+
+
+@dataclass(frozen=True, eq=False)
+class RankOneWorld:
+    """A rank-one matrix-completion problem: observed ratings (``data.train``), held-out ones
+    (``data.test``), and the factors with ``Y = outer(user_factors, item_factors)``."""
+
+    data: RatingsData
+    user_factors: np.ndarray
+    item_factors: np.ndarray
+
+    def truth(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """``Y`` at the given entries (any entry, observed or not)."""
+        return self.user_factors[users] * self.item_factors[items]
+
+
+def rank_one_world(n_users: int, n_items: int, ratings_per_user: int, rng: np.random.Generator,
+                   test_fraction: float = 0.01) -> RankOneWorld:
+    """Jain et al.'s synthetic experiment: ``n_users`` users observing ``ratings_per_user`` (ξ)
+    uniform entries each of ``Y = u vᵀ`` (|Y| <= 1, no zeros); ``test_fraction`` of those
+    ratings (exactly, uniformly) held out, so each user keeps at most ξ training ratings."""
+    population = RankOnePopulation(n_items=n_items, ratings_per_user=min(ratings_per_user, n_items))
+    catalogue = population.catalogue(rng)
+    u, observed = population.draw(n_users, catalogue, rng)
+    seed = np.random.SeedSequence(rng.integers(2**63))
+    train, test = split_ratings(observed, test_fraction, None, seed)
+    ids = np.arange(n_users), np.arange(n_items)
+    return RankOneWorld(RatingsData(train, test, *ids), u, catalogue.item_factors)
 
 
 @dataclass
 class RatingsFilePopulation:
-    """Users resampled (with replacement) from a ratings file: CSV with columns user,item,rating.
+    """Users resampled (with replacement) from a ratings file (``simulator.ratings``).
 
-    A rating counts as a like when it is ``>= like_threshold``. The true item
-    clusters are unknown, so clustering accuracy is not reported for it.
+    ``format``: ``auto`` (from the first line), ``udata`` (MovieLens ``u.data``),
+    ``ratings_csv`` (MovieLens ``ratings.csv``) or ``csv`` (``user,item,rating``).
+    The file is read and validated in full when the population is built (so
+    ``validate`` catches every bad line); then only the ``top_items`` most rated items
+    are kept, ``test_fraction`` of the ratings are held out and each user's training
+    ratings are capped at ``max_ratings_per_user`` (both drawn from ``split_seed``).
+    Users are resampled from the training table; a rating is a like when it is
+    ``>= like_threshold``. The true item clusters are unknown: clustering accuracy is
+    not reported for it.
     """
 
     path: Path
     like_threshold: float = 4.0
     n_item_clusters: Annotated[int, Ge(1)] = 2
-    _table: tuple = field(default=None, init=False, repr=False)
+    format: Literal["auto", "udata", "ratings_csv", "csv"] = "auto"
+    top_items: Annotated[int, Ge(1)] | None = None
+    max_ratings_per_user: Annotated[int, Ge(1)] | None = None
+    test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.0
+    split_seed: Annotated[int, Ge(0)] = 0
+    _data: RatingsData | None = field(default=None, init=False, repr=False)
+    _table: tuple | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
-        if not self.path.is_file():
-            raise ParameterError("path", f"ratings file not found: {self.path}")
-        import pandas as pd
+        if not np.isfinite(self.like_threshold):
+            raise ParameterError("like_threshold", "must be a finite number")
+        self._data = load_ratings_cached(self.path, format=self.format, top_items=self.top_items,
+                                         max_ratings_per_user=self.max_ratings_per_user,
+                                         test_fraction=self.test_fraction, seed=self.split_seed)
 
-        try:
-            columns = set(pd.read_csv(self.path, nrows=0).columns)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ParameterError("path", f"{self.path}: not a readable CSV ({exc})") from None
-        missing = {"user", "item", "rating"} - columns
-        if missing:
-            raise ParameterError("path", f"{self.path}: missing columns {sorted(missing)} (need user,item,rating)")
+    @property
+    def data(self) -> RatingsData:
+        """The whole table: training and held-out ratings, original ids."""
+        return self._data
 
-    def _load(self) -> tuple[UserBatch, int]:
+    def _users(self) -> tuple[UserBatch, np.ndarray, int]:
+        """The training rows as one batch, the rows that hold ratings, and the mean ratings per user."""
         if self._table is None:
-            import pandas as pd
-
-            frame = pd.read_csv(self.path)
-            users, user_idx = np.unique(frame["user"].to_numpy(), return_inverse=True)
-            items, item_idx = np.unique(frame["item"].to_numpy(), return_inverse=True)
-            stars = frame["rating"].to_numpy(float)
-            table = UserBatch.from_coo(user_idx, item_idx, stars, stars >= self.like_threshold,
-                                       (users.size, items.size))
-            w = max(1, int(round(table.ratings.nnz / users.size)))
-            self._table = (table, w)
+            counts = self._data.ratings_per_user()
+            active = np.flatnonzero(counts)
+            w = max(1, int(round(counts.sum() / max(1, active.size))))
+            self._table = (self._data.batch(self.like_threshold), active, w)
         return self._table
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
-        users, w = self._load()
-        return Catalogue(users.n_items, self.n_item_clusters, None, w)
+        _, _, w = self._users()
+        return Catalogue(self._data.n_items, self.n_item_clusters, None, w)
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
-        users, _ = self._load()
-        pick = rng.integers(len(users), size=n_users)
+        users, active, _ = self._users()
+        pick = active[rng.integers(active.size, size=n_users)]
         return np.full(n_users, -1), users.take(pick)
 
 
@@ -179,4 +354,5 @@ class MatrixPopulation:
         return source, self.rows.take(source)
 
 
-POPULATIONS = {"sbm": SBMPopulation, "ratings_file": RatingsFilePopulation}
+POPULATIONS = {"sbm": SBMPopulation, "sbm_stars": StarSBMPopulation, "rank_one": RankOnePopulation,
+               "ratings_file": RatingsFilePopulation}

@@ -58,6 +58,23 @@ def test_kmeans_1d_is_optimal():
     assert means == sorted(means)
 
 
+
+def test_kmeans_1d_in_small_blocks_is_still_optimal(monkeypatch):
+    """The cost table is built a block of columns at a time; tiny blocks must not change the optimum."""
+    import mechanisms.clustering as clustering
+
+    rng = np.random.default_rng(5)
+    x = np.round(rng.normal(size=10), 1)  # ties included
+    whole = kmeans_1d(x, 3)
+    monkeypatch.setattr(clustering, "_BLOCK_ENTRIES", 5)
+    labels = kmeans_1d(x, 3)
+
+    def cost(lab):
+        return sum(((x[lab == c] - x[lab == c].mean()) ** 2).sum() for c in np.unique(lab))
+
+    best = min(cost(np.array(lab)) for lab in itertools.product(range(3), repeat=10) if len(set(lab)) == 3)
+    assert abs(cost(labels) - best) < 1e-12 and np.array_equal(labels, whole)
+
 def test_maxsense_learns_the_item_clusters():
     pop = SBMPopulation(n_items=40, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                         like_probability=[[0.9, 0.2], [0.7, 0.05]], ratings_per_user=4)

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from mechanisms import ParameterError
-from simulator.population import SBMPopulation, RatingsFilePopulation, _sizes_from_weights
+from simulator.population import (RankOnePopulation, RatingsFilePopulation, SBMPopulation, StarSBMPopulation,
+                                  _sizes_from_weights, rank_one_world)
 
 B = [[0.9, 0.3], [0.6, 0.1]]
 
@@ -71,3 +72,114 @@ def test_ratings_file_population(tmp_path):
     _, users = pop.sample_users(10, cat, np.random.default_rng(1))
     assert users.rated.sum(axis=1).tolist() == [2] * 10
     assert not (users.liked & ~users.rated).any()
+
+
+# ---------------------------------------------------------------- star levels
+
+STARS = [[[0.05, 0.10, 0.20, 0.35, 0.30], [0.30, 0.30, 0.20, 0.15, 0.05]],
+         [[0.20, 0.25, 0.25, 0.20, 0.10], [0.05, 0.05, 0.20, 0.30, 0.40]]]
+
+
+def stars_world(**kw):
+    args = dict(n_items=60, user_cluster_weights=[0.3, 0.7], item_cluster_weights=[0.5, 0.5],
+                star_probability=STARS, ratings_per_user=8)
+    return StarSBMPopulation(**(args | kw))
+
+
+def level_counts(pop, users, clusters, cat):
+    coo = users.ratings.tocoo()
+    k, l = clusters[coo.row], cat.item_labels[coo.col]
+    counts = np.zeros((2, 2, 5), np.int64)
+    np.add.at(counts, (k, l, coo.data.astype(int) - 1), 1)
+    return counts
+
+
+def test_star_levels_follow_the_configured_distribution():
+    """Pearson's chi-square (scipy) per block at level 1e-4: false-failure probability <= 4e-4 over
+    the 4 blocks (fixed seed; ~96,000 ratings, every expected count > 400, so the chi-square
+    approximation holds). The same counts against a distribution 0.03 off in one level are refused,
+    so the test has the power to fail."""
+    from scipy.stats import chisquare
+
+    pop = stars_world()
+    rng = np.random.default_rng(11)
+    cat = pop.catalogue(rng)
+    clusters, users = pop.sample_users(12_000, cat, rng)
+    counts = level_counts(pop, users, clusters, cat)
+    expected = np.asarray(STARS)
+    for k in range(2):
+        for l in range(2):
+            n = counts[k, l].sum()
+            assert chisquare(counts[k, l], n * expected[k, l]).pvalue > 1e-4
+            wrong = expected[k, l] + np.array([0.03, -0.03, 0, 0, 0])
+            assert chisquare(counts[k, l], n * wrong).pvalue < 1e-4
+
+
+def test_stars_likes_and_shape():
+    pop = stars_world(like_threshold=4)
+    rng = np.random.default_rng(12)
+    cat = pop.catalogue(rng)
+    clusters, users = pop.sample_users(300, cat, rng)
+    stars = users.ratings.toarray()
+    assert (users.rated.sum(axis=1) == 8).all() and set(np.unique(stars[users.rated])) <= {1, 2, 3, 4, 5}
+    assert np.array_equal(users.liked, users.rated & (stars >= 4))
+    assert np.allclose(pop.like_probability, np.asarray(STARS)[:, :, 3:].sum(axis=2))
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(star_probability=[[[0.5, 0.5], [0.5, 0.5]]]), "star_probability"),  # one user cluster's row only
+    (dict(star_probability=[[[0.5, 0.5], [0.5, 0.5]], [[0.5, 0.5], [0.5]]]), "star_probability"),  # ragged
+    (dict(star_probability=[[[0.5, 0.6], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]]]), "star_probability"),
+    (dict(star_probability=[[[1.0], [1.0]], [[1.0], [1.0]]]), "star_probability"),  # one level
+    (dict(like_threshold=6), "like_threshold"),
+    (dict(ratings_per_user=61), "ratings_per_user"),
+])
+def test_bad_star_parameters_name_their_field(kw, field):
+    with pytest.raises(ParameterError) as info:
+        stars_world(**kw)
+    assert info.value.field == field
+
+
+# ---------------------------------------------------------------- Jain et al.'s rank-one world
+
+
+def test_a_fully_observed_rank_one_world_has_rank_one_and_unit_entries():
+    world = rank_one_world(60, 15, 15, np.random.default_rng(0), test_fraction=0.0)
+    y = world.data.train.toarray()
+    assert world.data.train.nnz == 60 * 15 and np.linalg.matrix_rank(y) == 1
+    assert np.array_equal(y, np.outer(world.user_factors, world.item_factors))
+    assert np.abs(y).max() <= 1 and np.abs(world.item_factors).max() == 1 and (y != 0).all()
+
+
+def test_rank_one_world_observes_at_most_xi_uniform_entries_and_holds_out_one_percent():
+    """Items observed uniformly: chi-square (scipy) at level 1e-4, false-failure probability 1e-4."""
+    from scipy.stats import chisquare
+
+    world = rank_one_world(4_000, 40, 5, np.random.default_rng(1), test_fraction=0.01)
+    train, test = world.data.train, world.data.test
+    assert test.nnz == round(0.01 * 4_000 * 5) and train.nnz + test.nnz == 4_000 * 5
+    assert (np.diff(train.indptr) <= 5).all() and ((np.diff(train.indptr) + np.diff(test.indptr)) == 5).all()
+    assert train.multiply(test).nnz == 0
+    for table in (train, test):
+        coo = table.tocoo()
+        assert np.array_equal(coo.data, world.truth(coo.row, coo.col))
+        assert (np.abs(coo.data) <= 1).all() and (coo.data != 0).all()
+    items = np.bincount((train + test).indices, minlength=40)
+    assert chisquare(items).pvalue > 1e-4
+
+
+def test_rank_one_population():
+    pop = RankOnePopulation(n_items=30, ratings_per_user=6)
+    rng = np.random.default_rng(2)
+    cat = pop.catalogue(rng)
+    clusters, users = pop.sample_users(500, cat, rng)
+    assert (users.rated.sum(axis=1) == 6).all() and np.abs(cat.item_factors).max() == 1
+    assert np.array_equal(cat.item_labels, (cat.item_factors < 0).astype(int))
+    values = users.ratings.toarray()
+    # liked exactly where the user's and the item's signs agree (threshold 0)
+    same_sign = clusters[:, None] == cat.item_labels[None, :]
+    assert np.array_equal(users.liked, users.rated & same_sign)
+    assert np.array_equal(users.liked, users.rated & (values >= 0))
+    with pytest.raises(ParameterError) as info:
+        RankOnePopulation(n_items=30, ratings_per_user=31)
+    assert info.value.field == "ratings_per_user"

@@ -210,8 +210,8 @@ class Scenario(BaseModel):
     def _mechanism_fits_the_world(self) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
         pop = self.population
-        if pop.kind == "sbm":
-            world = WorldInfo(pop.n_items, pop.ratings_per_user, len(pop.item_cluster_weights))
+        if pop.kind in ("sbm", "sbm_stars", "rank_one"):
+            world = WorldInfo(pop.n_items, pop.ratings_per_user, len(getattr(pop, "item_cluster_weights", (0, 0))))
             try:
                 build(self.mechanism, MECHANISMS).init_state(world)
             except ParameterError as exc:

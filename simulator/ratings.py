@@ -1,0 +1,509 @@
+"""Ratings files: MovieLens-format loading, full validation, and the sparse train/test table.
+
+Formats (``format``; ``auto`` tells them apart from the first line):
+
+* ``udata``: MovieLens 100K ``u.data``: ``user<TAB>item<TAB>rating<TAB>timestamp``, no header;
+* ``ratings_csv``: MovieLens ``ratings.csv``: header ``userId,movieId,rating[,timestamp]``;
+* ``csv``: the project's own: a header naming ``user``, ``item`` and ``rating`` (any order, other
+  columns allowed); ids may be any text.
+
+The file is parsed once by pandas' C parser with explicit dtypes; when that fails, or a check
+on the parsed table fails, the offending line is located and named (``file:line: column:
+problem``), one line per error. Refused: an empty file or one with no ratings, a wrong number of
+fields, a rating that is not a number or not finite, a rating of 0 (a stored rating is never 0:
+it would vanish from the sparse matrix — shift the rating scale), a duplicate (user, item) pair,
+an empty or (MovieLens formats) non-integer id, bytes that are not UTF-8. Blank lines are
+skipped; line numbers assume one record per line (no quoted line breaks).
+
+The table is never dense: ``RatingsData`` holds CSR users x items matrices of the training and
+held-out ratings and the original ids of every row and column.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from mechanisms import ParameterError, UserBatch
+
+from .seeds import stream
+
+FORMATS = ("auto", "udata", "ratings_csv", "csv")
+_CHUNK_ROWS = 1_000_000  # rows per chunk when locating a bad line (bounded memory on huge files)
+_BLOCK_BYTES = 1 << 24
+
+
+class RatingsFileError(ParameterError):
+    """A bad ratings file: ``file:line: problem`` on one line (``field`` is ``path`` for scenarios)."""
+
+    def __init__(self, path: Path | str, problem: str, line: int | None = None):
+        self.file, self.line = str(path), line
+        super().__init__("path", f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
+
+
+@dataclass(frozen=True, eq=False)
+class RatingsData:
+    """Ratings as sparse users x items tables: ``train`` and the held-out ``test`` (disjoint entries).
+
+    Row ``r`` is the user with original id ``user_ids[r]``, column ``c`` the item
+    ``item_ids[c]``. Values are the ratings (never 0).
+    """
+
+    train: sparse.csr_array
+    test: sparse.csr_array
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+
+    @property
+    def n_users(self) -> int:
+        return self.train.shape[0]
+
+    @property
+    def n_items(self) -> int:
+        return self.train.shape[1]
+
+    def ratings_per_user(self) -> np.ndarray:
+        """Training ratings of each user."""
+        return np.diff(self.train.indptr)
+
+    def batch(self, like_threshold: float, rows: np.ndarray | slice = slice(None)) -> UserBatch:
+        """Training rows as a ``UserBatch``: a rating is a like when it is ``>= like_threshold``."""
+        ratings = self.train[rows]
+        likes = _entries(ratings, ratings.data >= like_threshold)
+        likes.data = np.ones(likes.nnz, bool)
+        return UserBatch(ratings, likes)
+
+
+# ---------------------------------------------------------------- layouts
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How one file is laid out: separator, header, every column's name, which are user/item/rating."""
+
+    format: str
+    sep: str
+    header: bool
+    names: tuple[str, ...]
+    user: str
+    item: str
+    rating: str
+
+    @property
+    def int_ids(self) -> bool:
+        return self.format != "csv"
+
+    def dtypes(self) -> dict:
+        """Explicit dtypes for the C parser: integer ids (MovieLens), float ratings, float extras."""
+        types: dict = {name: np.float64 for name in self.names if name not in (self.user, self.item)}
+        if self.int_ids:
+            types |= {self.user: np.int64, self.item: np.int64}
+        else:  # the project's own ids are text or numbers; inferred, then factorized
+            types = {self.rating: np.float64}
+        return types
+
+
+_UDATA_NAMES = ("user", "item", "rating", "timestamp")
+
+
+def _layout(path: Path, fmt: str) -> _Layout:
+    """Read the first line and decide the layout; refuses empty files and unknown headers."""
+    with open(path, "rb") as f:
+        first = f.readline()
+    if not first.strip():
+        if not first:
+            raise RatingsFileError(path, "empty file (no ratings)")
+        raise RatingsFileError(path, "blank first line (expected a header or a rating)", 1)
+    try:
+        text = first.decode("utf-8").lstrip("\ufeff").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise RatingsFileError(path, "not UTF-8 text", 1) from None
+    if fmt == "auto":
+        fmt = "udata" if "\t" in text else _csv_kind(path, text)
+    if fmt == "udata":
+        return _Layout("udata", "\t", False, _UDATA_NAMES, "user", "item", "rating")
+    names = tuple(name.strip().strip('"') for name in text.split(","))
+    if len(set(names)) != len(names):
+        raise RatingsFileError(path, f"header repeats a column name: {text}", 1)
+    need = ("userId", "movieId", "rating") if fmt == "ratings_csv" else ("user", "item", "rating")
+    missing = sorted(set(need) - set(names))
+    if missing:
+        raise RatingsFileError(path, f"missing columns {missing} (need {','.join(need)})")
+    return _Layout(fmt, ",", True, names, *need)
+
+
+def _csv_kind(path: Path, header: str) -> str:
+    names = {name.strip().strip('"') for name in header.split(",")}
+    if {"userId", "movieId", "rating"} <= names:
+        return "ratings_csv"
+    if {"user", "item", "rating"} <= names or not names & {"userId", "movieId"}:
+        return "csv"
+    missing = sorted({"userId", "movieId", "rating"} - names)
+    raise RatingsFileError(path, f"missing columns {missing} (need userId,movieId,rating)")
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _read(path: Path, layout: _Layout, **kw):
+    import pandas as pd
+
+    return pd.read_csv(path, sep=layout.sep, header=None, skiprows=1 if layout.header else 0,
+                       names=list(layout.names), engine="c", encoding="utf-8", skip_blank_lines=True, **kw)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """Validated ratings: one canonical CSR table (users x items, sorted ids) and the ids."""
+
+    table: sparse.csr_array
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+
+
+def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
+    """Parse and fully validate a ratings file; any problem raises one ``RatingsFileError`` line."""
+    import pandas as pd
+
+    path = Path(path)
+    if format not in FORMATS:
+        raise ParameterError("format", f"must be one of {', '.join(FORMATS)}")
+    if not path.is_file():
+        raise ParameterError("path", f"ratings file not found: {path}")
+    layout = _layout(path, format)
+    try:
+        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # csv: infer id types over whole columns
+    except Exception:  # noqa: BLE001 -- any parser failure is located and named by the slow pass
+        raise _locate(path, layout) from None
+    if frame.empty:
+        raise RatingsFileError(path, "no ratings" + (" after the header" if layout.header else ""))
+    if frame[_checked(layout)].isna().to_numpy().any():
+        raise _locate(path, layout)  # missing fields, empty ids, 'nan': the slow pass says which
+    values = frame[layout.rating].to_numpy(np.float64)
+    _refuse_rows(path, layout, ~np.isfinite(values), lambda r: f"{layout.rating}: {values[r]} is not a finite number")
+    _refuse_rows(path, layout, values == 0, lambda r: f"{layout.rating}: 0 is not allowed (a stored rating is "
+                                                      "never 0: shift the rating scale)")
+    users, user_ids = pd.factorize(frame[layout.user].to_numpy(), sort=True)
+    items, item_ids = pd.factorize(frame[layout.item].to_numpy(), sort=True)
+    del frame
+    # one sort by (user, item) gives both the CSR order and the duplicate check
+    key = users.astype(np.int64) * max(1, len(item_ids)) + items
+    order = np.argsort(key)
+    key = key[order]
+    if (key[1:] == key[:-1]).any():
+        _refuse_duplicates(path, layout, users, items, user_ids, item_ids)
+    del key
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(users, minlength=len(user_ids)))))
+    index_type = np.int32 if max(len(item_ids), len(values)) < 2**31 else np.int64
+    table = sparse.csr_array((values[order], items[order].astype(index_type), indptr.astype(index_type)),
+                             shape=(len(user_ids), len(item_ids)))
+    return _Parsed(table, np.asarray(user_ids), np.asarray(item_ids))
+
+
+def _refuse_rows(path: Path, layout: _Layout, bad: np.ndarray, problem) -> None:
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        more = f" (and {rows.size - 1} more such lines)" if rows.size > 1 else ""
+        raise RatingsFileError(path, problem(rows[0]) + more, int(_line_numbers(path, layout, rows[:1])[0]))
+
+
+def _refuse_duplicates(path, layout, users, items, user_ids, item_ids) -> None:
+    key = users.astype(np.int64) * max(1, len(item_ids)) + items
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    repeats = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # positions (sorted) of later copies
+    later = order[repeats]
+    pick = np.argmin(later)
+    first = order[np.searchsorted(ordered, ordered[repeats[pick]])]
+    lines = _line_numbers(path, layout, np.array([first, later[pick]]))
+    more = f" (and {repeats.size - 1} more duplicates)" if repeats.size > 1 else ""
+    raise RatingsFileError(path, f"duplicate rating of {layout.item} {item_ids[items[first]]} by {layout.user} "
+                                 f"{user_ids[users[first]]} (first at line {lines[0]}); each (user, item) pair "
+                                 f"may appear once{more}", int(lines[1]))
+
+
+_INTEGER = r"^\s*[+-]?\d+\s*$"
+_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _checked(layout: _Layout) -> list[str]:
+    """The columns every row must have valid (the project's csv ignores its other columns)."""
+    return list(layout.names) if layout.int_ids else [layout.user, layout.item, layout.rating]
+
+
+def _locate(path: Path, layout: _Layout) -> RatingsFileError:
+    """The first bad line, after the fast parse failed: the file is parsed again in chunks with the
+    same dtypes to find the first bad chunk, which alone is re-read as text and checked row by row."""
+    import pandas as pd
+
+    start = 0
+    try:
+        for chunk in _read(path, layout, dtype=layout.dtypes(), chunksize=_CHUNK_ROWS, low_memory=True):
+            if chunk[_checked(layout)].isna().to_numpy().any():
+                break
+            start += len(chunk)
+        else:
+            return RatingsFileError(path, "not a readable ratings file")
+    except UnicodeDecodeError:
+        return RatingsFileError(path, "not UTF-8 text", _first_undecodable_line(path))
+    except pd.errors.ParserError as exc:
+        match = _FIELDS.search(str(exc))
+        if match:
+            expected, line, saw = map(int, match.groups())
+            return RatingsFileError(path, f"expected {expected} fields, saw {saw}", line)
+        return RatingsFileError(path, f"not a readable ratings file ({' '.join(str(exc).split())})")
+    except (ValueError, OverflowError):
+        pass  # a value of the chunk starting at data row `start` did not convert
+    first_line = int(_line_numbers(path, layout, np.array([start]))[0])
+    if first_line == 0:
+        return RatingsFileError(path, "not a readable ratings file")
+    chunk = pd.read_csv(path, sep=layout.sep, header=None, skiprows=first_line - 1, nrows=_CHUNK_ROWS,
+                        names=list(layout.names), engine="c", encoding="utf-8", skip_blank_lines=True,
+                        dtype=str, keep_default_na=False)
+    found = _first_problem(chunk, layout)
+    if found is None:
+        return RatingsFileError(path, "not a readable ratings file")
+    row, column, problem = found
+    line = int(_line_numbers(path, layout, np.array([start + row]))[0])
+    if column is not None and chunk.iloc[row][column] == "":
+        saw = _field_count(path, line, layout.sep)
+        if saw != len(layout.names):
+            problem = f"expected {len(layout.names)} fields, saw {saw}"
+    return RatingsFileError(path, problem, line)
+
+
+def _first_problem(chunk, layout: _Layout) -> tuple[int, str | None, str] | None:
+    """(row, column, problem) of the chunk's first bad row, checking columns left to right."""
+    import pandas as pd
+
+    found: list[tuple[int, int, str, str]] = []
+    for position, name in enumerate(_checked(layout)):
+        text = chunk[name].astype(str)
+        empty = (text.str.len() == 0).to_numpy()
+        if name in (layout.user, layout.item):
+            bad = empty
+            if layout.int_ids:
+                digits = text.str.strip().str.lstrip("+-").str.len()
+                bad = bad | ~text.str.match(_INTEGER).to_numpy() | (digits > 18).to_numpy()
+            describe = (lambda v, n=name: f"{n}: empty" if v == "" else f"{n}: {v!r} is not a 64-bit integer")
+        else:
+            number = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
+            bad = ~np.isfinite(number)
+            if name == layout.rating:
+                bad |= number == 0
+            describe = functools.partial(_describe_number, name, name == layout.rating)
+        rows = np.flatnonzero(bad)
+        if rows.size:
+            found.append((int(rows[0]), position, name, describe(text.iloc[rows[0]])))
+    if not found:
+        return None
+    row, _, name, problem = min(found)
+    return row, name, problem
+
+
+def _describe_number(name: str, is_rating: bool, value: str) -> str:
+    if value == "":
+        return f"{name}: empty"
+    try:
+        number = float(value)
+    except ValueError:
+        return f"{name}: {value!r} is not a number"
+    if not np.isfinite(number):
+        return f"{name}: {value.strip()} is not a finite number"
+    return f"{name}: 0 is not allowed (a stored rating is never 0: shift the rating scale)" if is_rating \
+        else f"{name}: {value!r} is not a number"
+
+
+def _lines(path: Path):
+    """(1-based line number, is blank) of every line, block by block: arrays per block."""
+    line_no, pending, last = 0, 0, b""
+    with open(path, "rb") as f:
+        while block := f.read(_BLOCK_BYTES):
+            data = np.frombuffer(block, np.uint8)
+            ends = np.flatnonzero(data == 10)
+            if ends.size:
+                lengths = np.diff(np.concatenate(([-1], ends))) - 1
+                lengths[0] += pending
+                before = np.where(ends > 0, data[np.maximum(ends - 1, 0)], last[-1] if last else 0)
+                blank = (lengths == 0) | ((lengths == 1) & (before == 13))
+                yield line_no + 1 + np.arange(ends.size), blank
+                line_no += ends.size
+                pending = data.size - 1 - ends[-1]
+            else:
+                pending += data.size
+            last = block[-1:]
+    if pending:
+        yield np.array([line_no + 1]), np.array([pending == 1 and last == b"\r"])
+
+
+def _line_numbers(path: Path, layout: _Layout, rows: np.ndarray) -> np.ndarray:
+    """File line numbers of data rows (pandas' row numbering skips the header and blank lines)."""
+    rows = np.asarray(rows, np.int64)
+    need, seen, out = int(rows.max()) + 1, 0, np.zeros(rows.size, np.int64)
+    for numbers, blank in _lines(path):
+        data_lines = numbers[~blank & ((numbers > 1) if layout.header else True)]
+        hit = (rows >= seen) & (rows < seen + data_lines.size)
+        out[hit] = data_lines[rows[hit] - seen]
+        seen += data_lines.size
+        if seen >= need:
+            break
+    return out
+
+
+def _field_count(path: Path, line: int, sep: str) -> int:
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number == line:
+                return raw.decode("utf-8", "replace").rstrip("\r\n").count(sep) + 1
+    return 0
+
+
+def _first_undecodable_line(path: Path) -> int | None:
+    """Blocks cut at line ends (UTF-8 never puts a newline byte inside a character), decoded strictly."""
+    lines_before, carry = 0, b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_BLOCK_BYTES)
+            data = carry + block
+            cut = len(data) if not block else data.rfind(b"\n") + 1
+            whole, carry = data[:cut], data[cut:]
+            try:
+                whole.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return lines_before + whole.count(b"\n", 0, exc.start) + 1
+            lines_before += whole.count(b"\n")
+            if not block:
+                return None
+
+
+# ---------------------------------------------------------------- preparing the table
+
+
+def keep_top_items(parsed: _Parsed, top: int) -> _Parsed:
+    """Only the ``top`` most rated items (ties: smaller id first); users left without ratings go."""
+    counts = np.bincount(parsed.table.indices, minlength=parsed.item_ids.size)
+    if top >= counts.size:
+        return parsed
+    keep = np.sort(np.lexsort((np.arange(counts.size), -counts))[:top])
+    table = parsed.table[:, keep]
+    present = np.flatnonzero(np.diff(table.indptr))
+    table = table[present]
+    table.sort_indices()
+    return _Parsed(table, parsed.user_ids[present], parsed.item_ids[keep])
+
+
+def held_out(n_ratings: int, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask of exactly ``round(test_fraction * n_ratings)`` ratings drawn uniformly."""
+    test = np.zeros(n_ratings, bool)
+    test[rng.choice(n_ratings, int(round(test_fraction * n_ratings)), replace=False)] = True
+    return test
+
+
+def capped(users: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask keeping at most ``cap`` ratings of each user, a uniform random subset of theirs."""
+    keep = np.ones(users.size, bool)
+    over = np.flatnonzero(np.bincount(users)[users] > cap)
+    if over.size:
+        # a random order within each user: sort by user, ties by a uniform key
+        order = over[np.lexsort((rng.random(over.size), users[over]))]
+        starts = np.flatnonzero(np.r_[True, users[order][1:] != users[order][:-1]])
+        rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+        keep[order[rank >= cap]] = False
+    return keep
+
+
+def _entries(table: sparse.csr_array, mask: np.ndarray) -> sparse.csr_array:
+    """The stored entries of a canonical CSR table where ``mask`` (over its entries) is true."""
+    rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[mask], minlength=table.shape[0]))))
+    return sparse.csr_array((table.data[mask], table.indices[mask], indptr.astype(table.indptr.dtype)),
+                            shape=table.shape)
+
+
+def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per_user: int | None,
+                  seed: np.random.SeedSequence) -> tuple[sparse.csr_array, sparse.csr_array]:
+    """Train and test tables: ``test_fraction`` of the ratings held out (exactly, uniformly), then the
+    training ratings capped at ``max_ratings_per_user`` per user (the order of Jain et al.'s
+    experiments). Draws depend only on the table (its canonical order), not on a file's row order."""
+    table = sparse.csr_array(table)
+    table.sort_indices()
+    test = held_out(table.nnz, test_fraction, stream(seed, "test"))
+    train = ~test
+    if max_ratings_per_user is not None:
+        rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
+        train[train] = capped(rows[train], max_ratings_per_user, stream(seed, "cap"))
+    return _entries(table, train), _entries(table, test)
+
+
+def load_ratings(path: Path | str, format: str = "auto", top_items: int | None = None,
+                 max_ratings_per_user: int | None = None, test_fraction: float = 0.0,
+                 seed: int | np.random.SeedSequence = 0, dtype=np.float64) -> RatingsData:
+    """Read, validate and prepare a ratings file: top items, held-out split, per-user cap (seeded)."""
+    parsed = read_ratings(path, format)
+    if top_items is not None:
+        parsed = keep_top_items(parsed, top_items)
+    seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    table = parsed.table if parsed.table.dtype == dtype else parsed.table.astype(dtype)
+    train, test = split_ratings(table, test_fraction, max_ratings_per_user, seed)
+    return RatingsData(train, test, parsed.user_ids, parsed.item_ids)
+
+
+@functools.lru_cache(maxsize=2)
+def _cached(path: str, size: int, mtime_ns: int, options: tuple) -> RatingsData:
+    return load_ratings(path, **dict(options))
+
+
+def load_ratings_cached(path: Path | str, **options) -> RatingsData:
+    """``load_ratings``, remembered for the last two (file, size, mtime, options): validating a
+    scenario and then running it parse the file once."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ParameterError("path", f"ratings file not found: {path}")
+    stat = path.stat()
+    return _cached(str(path), stat.st_size, stat.st_mtime_ns, tuple(sorted(options.items())))
+
+
+# ---------------------------------------------------------------- writing (tests, benchmarks)
+
+
+def write_ratings(path: Path | str, ratings: sparse.sparray | UserBatch, format: str = "ratings_csv",
+                  user_ids: np.ndarray | None = None, item_ids: np.ndarray | None = None) -> Path:
+    """Write a users x items table of ratings as a ratings file (ids 1-based unless given).
+
+    ``udata`` and ``ratings_csv`` are MovieLens' layouts (timestamps are made up: one second
+    per rating); ``csv`` is ``user,item,rating``. Integral ratings are written as integers,
+    others with full precision (they read back exactly).
+    """
+    import pandas as pd
+
+    table = ratings.ratings if isinstance(ratings, UserBatch) else sparse.csr_array(ratings)
+    coo = table.tocoo()
+    user_ids = np.arange(1, table.shape[0] + 1) if user_ids is None else np.asarray(user_ids)
+    item_ids = np.arange(1, table.shape[1] + 1) if item_ids is None else np.asarray(item_ids)
+    values = coo.data
+    if np.all(values == np.round(values)):
+        values = values.astype(np.int64)
+    columns = {"udata": _UDATA_NAMES, "ratings_csv": ("userId", "movieId", "rating", "timestamp"),
+               "csv": ("user", "item", "rating")}[format]
+    data = dict(zip(columns, (user_ids[coo.row], item_ids[coo.col], values)))
+    if len(columns) == 4:
+        data[columns[3]] = 1_000_000_000 + np.arange(values.size)
+    path = Path(path)
+    pd.DataFrame(data).to_csv(path, sep="\t" if format == "udata" else ",", header=format != "udata",
+                              index=False, chunksize=1_000_000)
+    return path
+
+
+def write_population_file(path: Path | str, population, n_users: int, seed: int = 0,
+                          format: str = "ratings_csv", batch: int = 100_000) -> Path:
+    """Sample ``n_users`` users of any population (``catalogue``/``sample_users``) into a ratings file."""
+    root = np.random.SeedSequence(seed)
+    catalogue = population.catalogue(stream(root, "catalogue"))
+    rng = stream(root, "users")
+    batches = [population.sample_users(min(batch, n_users - start), catalogue, rng)[1]
+               for start in range(0, n_users, batch)]
+    return write_ratings(path, UserBatch.concat(batches), format)
