@@ -49,6 +49,8 @@ class SubspaceAlignmentAttack(Attack):
 
     def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
         x0, x1 = _directions(pair)
+        if view.audited is not None:
+            return self._canary_scores(view, x0, x1)
         if view.kind == "releases":
             bases = [_published_basis(r) for r in view.releases]
             return np.array([_tilt(b, x1[i % len(x1)]) - _tilt(b, x0[i % len(x0)]) for i, b in enumerate(bases)])
@@ -61,6 +63,26 @@ class SubspaceAlignmentAttack(Attack):
         if view.kind == "target":
             rows = [t.dense()[0] for t in view.target]
             return np.array([r @ x1[i % len(x1)] - r @ x0[i % len(x0)] for i, r in enumerate(rows)])
+        raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
+
+    def _canary_scores(self, view: View, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+        """Every canary of one run at once (``x0``, ``x1``: one row per canary)."""
+        if view.kind == "releases":
+            basis = _published_basis(view.releases[0])
+            return np.sum((x1 @ basis.T) ** 2, axis=1) - np.sum((x0 @ basis.T) ** 2, axis=1)
+        if view.kind == "target":
+            rows = view.target[0]
+            return np.sum(rows.coefficients * ((x1 - x0) @ rows.basis.T), axis=1)
+        if view.kind == "others":
+            users, rows = view.others[0]
+            position = {int(u): i for i, u in enumerate(users)}
+            own = rows[np.array([position[int(u)] for u in view.audited])]
+            gram = rows.basis.T @ (rows.coefficients.T @ rows.coefficients) @ rows.basis  # Σ_j y_j y_jᵀ
+
+            def tilt(x):  # everyone's rows but the canary's own
+                return np.einsum("ij,jk,ik->i", x, gram, x) - np.sum(own.coefficients * (x @ own.basis.T), axis=1) ** 2
+
+            return tilt(x1) - tilt(x0)
         raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
 
 
@@ -87,8 +109,8 @@ class UnpublishedDirectionAttack(Attack):
     views = ("others",)
 
     def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "others":
-            raise ValueError(f"attack {self.name} reads the others view, not {view.kind!r}")
+        if view.kind != "others" or view.audited is not None:
+            raise ValueError(f"attack {self.name} reads the others view of one run per audited user")
         x0, x1 = _directions(pair)
         scores = []
         for i, ((_, rows), releases) in enumerate(zip(view.others, view.releases)):

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .io.store import ProgressMismatch
+from .utility import utility_summary
 from .io.yamlio import ScenarioError
 
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT = 0, 1, 2
@@ -98,8 +99,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     a = report["audit"]
     print(f"{scenario.name}: claim ε={report['claim']['epsilon']:g} (δ={report['claim']['delta']:g}); "
           f"ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence (ceiling {a['ceiling']:.3f}); "
-          f"verdict {report['verdict']}; clustering accuracy "
-          f"{report['utility']['final_accuracy'] if report['utility']['final_accuracy'] is not None else 'n/a'}")
+          f"verdict {report['verdict']}; {utility_summary(report['utility'])}")
     print(f"reports in {out}/ (report.md, report.json, trials.csv)")
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
 

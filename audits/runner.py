@@ -26,11 +26,11 @@ from simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
 from .executors import open_executor
-from .io.scenario import Scenario, build, build_churn, build_estimator
+from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
-from .utility import accuracy_curve
+from .utility import accuracy_curve, completion_rmse
 
 
 @dataclass
@@ -91,7 +91,7 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     population = build(scenario.population, POPULATIONS, base_dir)
     mechanism = build(scenario.mechanism, MECHANISMS)
     attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
-    churn = build_churn(scenario.churn)
+    churn = build_schedule(scenario, mechanism, population)
     catalogue = population.catalogue(stream(root, "catalogue"))
     cfg = scenario.audit
     claim = mechanism.claim_for(churn.queries_per_user)
@@ -102,12 +102,15 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
-                   claim, claim.view, churn.queries_per_user, entropy, world_entropy)
+                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy)
 
     inserted = design.inserts(job, policy, cfg.trials)
+    matrix = getattr(population, "matrix", None)  # a panel with held-out ratings: utility is their RMSE
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
-    transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=Recorder(),
+    keep_outputs = (matrix is not None and matrix.test is not None) or job.view == "others"
+    recorder = Recorder(outputs="all" if keep_outputs else "watched")
+    transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     curve = accuracy_curve(transcript, catalogue.item_labels)
     world_seconds = time.time() - started
@@ -136,6 +139,8 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
 
     final = curve[-1] if curve else {"accuracy": None}
     utility = {"metric": "item clustering accuracy", "final_accuracy": final["accuracy"], "curve": curve}
+    if matrix is not None and matrix.test is not None and transcript.outputs is not None:
+        utility = completion_rmse(transcript, matrix.test)
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
              "answers": int(transcript.answer_user.size), "canaries": int(transcript.inserted.size),
              "releases": len(transcript.releases), "n_items": catalogue.n_items,

@@ -24,3 +24,34 @@ def accuracy_curve(transcript: Transcript, truth: np.ndarray | None) -> list[dic
          "accuracy": None if truth is None else clustering_accuracy(r.item_labels, truth)}
         for r in transcript.releases
     ]
+
+
+def completion_rmse(transcript: Transcript, test) -> dict:
+    """Held-out RMSE of users' completed rows (``LowRankRows`` outputs) against ``test`` ratings.
+
+    ``test`` is the population's held-out table (source rows x items);
+    users' source rows are the transcript's ``user_cluster`` (``MatrixPopulation``).
+    Also reports the RMSE of predicting 0 (the scale of the ratings) for reference.
+    """
+    users = transcript.output_user
+    background = ~np.isin(users, transcript.inserted)
+    outputs = transcript.outputs[np.flatnonzero(background)]
+    source = transcript.user_cluster[users[background]]
+    held = test[source].tocoo()  # rows follow ``outputs``
+    result = {"metric": "held-out RMSE", "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None,
+              "held_out": int(held.nnz)}
+    if held.nnz:
+        predictions = outputs.at(held.row, held.col)
+        result["rmse"] = float(np.sqrt(np.mean((predictions - held.data) ** 2)))
+        result["zero_rmse"] = float(np.sqrt(np.mean(held.data ** 2)))
+    return result
+
+
+def utility_summary(utility: dict) -> str:
+    """One phrase for the utility a run measured (clustering accuracy or held-out RMSE)."""
+    if utility.get("metric") == "held-out RMSE":
+        if utility["rmse"] is None:
+            return "held-out RMSE n/a (no held-out ratings)"
+        return f"held-out RMSE {utility['rmse']:.4g} (predicting 0: {utility['zero_rmse']:.4g})"
+    value = utility.get("final_accuracy")
+    return f"clustering accuracy {'n/a' if value is None else value}"

@@ -331,17 +331,18 @@ class RatingsFilePopulation:
 
 @dataclass
 class MatrixPopulation:
-    """Users are rows of a given sparse ratings matrix (``UserBatch``), drawn without replacement.
+    """Users are the rows of a given sparse ratings matrix, drawn without replacement (a panel).
 
-    A panel of all rows (``n == len(rows)``) returns them in a random order;
-    the first array ``sample_users`` returns (the cluster labels of other
-    populations) holds each user's source row, so outputs can be matched to
-    held-out ratings. ``max_rating`` is the largest rating magnitude of the
-    data's domain (audit pairs use it).
+    ``rows`` holds the training ratings; ``test`` (same shape, optional) the
+    held-out ones. The first array ``sample_users`` returns (the cluster
+    labels of other populations) holds each user's source row, so outputs can
+    be matched to held-out ratings. ``max_rating`` is the largest rating
+    magnitude of the data's domain (audit pairs use it).
     """
 
     rows: UserBatch
-    max_rating: Annotated[float, Gt(0)] = 1.0
+    test: sparse.csr_array | None = None
+    max_rating: float = 1.0
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
         per_user = np.diff(self.rows.ratings.indptr)
@@ -353,6 +354,91 @@ class MatrixPopulation:
         source = rng.permutation(len(self.rows))[:n_users]
         return source, self.rows.take(source)
 
+    @classmethod
+    def from_ratings(cls, data: RatingsData, like_threshold: float, max_rating: float) -> "MatrixPopulation":
+        train = data.train.tocoo()
+        rows = UserBatch.from_coo(train.row, train.col, train.data, train.data >= like_threshold, train.shape)
+        return cls(rows, data.test, max_rating)
+
+
+class _Panel:
+    """A finite set of users with held-out ratings, built once on first use (``_matrix``)."""
+
+    _population: MatrixPopulation | None
+
+    def _build(self, rng: np.random.Generator) -> MatrixPopulation:
+        raise NotImplementedError
+
+    def catalogue(self, rng: np.random.Generator) -> Catalogue:
+        self._population = self._build(rng)
+        return self._population.catalogue(rng)
+
+    def sample_users(self, n_users, catalogue, rng):
+        if self._population is None:
+            raise RuntimeError("catalogue() builds the matrix: call it first")
+        return self._population.sample_users(n_users, catalogue, rng)
+
+    @property
+    def matrix(self) -> MatrixPopulation:
+        return self._population
+
+
+@dataclass
+class RankOneMatrix(_Panel):
+    """Jain et al.'s experiment as a panel: ``rank_one_world`` (``n_users`` x ``n_items``, ξ ratings per
+    user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion."""
+
+    n_users: Annotated[int, Ge(1)]
+    n_items: Annotated[int, Ge(2)]
+    ratings_per_user: Annotated[int, Ge(1)]
+    test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.01
+    _population: MatrixPopulation | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.ratings_per_user > self.n_items:
+            raise ParameterError("ratings_per_user", f"must be <= n_items ({self.n_items})")
+
+    def size(self) -> int:
+        return self.n_users
+
+    def _build(self, rng):
+        world = rank_one_world(self.n_users, self.n_items, self.ratings_per_user, rng, self.test_fraction)
+        return MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
+
+
+@dataclass
+class RatingsMatrix(_Panel):
+    """Every user of a ratings file once (a panel), with a held-out split: for matrix completion.
+
+    Options as ``ratings_file``; ``max_rating`` is the top of the rating scale (audit pairs use it).
+    """
+
+    path: Path
+    format: Literal["auto", "udata", "ratings_csv", "csv"] = "auto"
+    top_items: Annotated[int, Ge(1)] | None = None
+    max_ratings_per_user: Annotated[int, Ge(1)] | None = None
+    test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.01
+    split_seed: Annotated[int, Ge(0)] = 0
+    like_threshold: float = 4.0
+    max_rating: Annotated[float, Gt(0)] = 5.0
+    _population: MatrixPopulation | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        self._data()  # validates the whole file now
+
+    def _data(self) -> RatingsData:
+        return load_ratings_cached(self.path, format=self.format, top_items=self.top_items,
+                                   max_ratings_per_user=self.max_ratings_per_user,
+                                   test_fraction=self.test_fraction, seed=self.split_seed)
+
+    def size(self) -> int:
+        return self._data().n_users
+
+    def _build(self, rng):
+        return MatrixPopulation.from_ratings(self._data(), self.like_threshold, self.max_rating)
+
 
 POPULATIONS = {"sbm": SBMPopulation, "sbm_stars": StarSBMPopulation, "rank_one": RankOnePopulation,
-               "ratings_file": RatingsFilePopulation}
+               "ratings_file": RatingsFilePopulation, "rank_one_matrix": RankOneMatrix,
+               "ratings_matrix": RatingsMatrix}

@@ -175,8 +175,12 @@ class View:
     rounds: tuple = ()
     others: Any = None
     target: Any = None
+    #: canaries: the audited users' ids in the one run this view is cut from (None: one row per run)
+    audited: np.ndarray | None = None
 
     def __len__(self) -> int:
+        if self.audited is not None:
+            return len(self.audited)
         for value in (self.messages, self.target):
             if value is not None:
                 return len(value)
@@ -236,3 +240,22 @@ def target_view(transcript: Transcript, target: int) -> View:
     """The target's own personal output (joint DP says nothing about it: a negative control)."""
     rows = transcript.output_user == target
     return View("target", target=None if transcript.outputs is None else transcript.outputs[rows])
+
+
+def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) -> View:
+    """The ``releases``, ``others`` or ``target`` view of one run holding many audited canaries.
+
+    Every canary's score comes from the same run: ``releases`` as published,
+    ``others`` with every personal output (an attack leaves out the canary's
+    own), ``target`` with the canaries' own outputs in ``canaries`` order.
+    """
+    canaries = np.asarray(canaries, dtype=np.int64)
+    if kind == "target":
+        if transcript.outputs is None:
+            raise ValueError("the run recorded no personal output")
+        position = {int(u): i for i, u in enumerate(transcript.output_user)}
+        rows = np.array([position[int(u)] for u in canaries])
+        return View("target", target=[transcript.outputs[rows]], audited=canaries)
+    return View(kind, releases=(tuple(transcript.releases),), rounds=(tuple(transcript.rounds),),
+                others=[(transcript.output_user, transcript.outputs)] if kind == "others" else None,
+                audited=canaries)

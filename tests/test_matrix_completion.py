@@ -169,3 +169,43 @@ def test_the_leaky_twin_hides_from_a_releases_only_audit():
     twin = PrivateFrankWolfeLeakyOutputs(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3)
     verdict, bounds = audit(twin, "releases")
     assert verdict == "consistent", bounds
+
+
+# ---------------------------------------------------------------- scenarios
+
+def run_cli(path, out):
+    from audits.cli import main
+    return main(["run", str(path), "--out", str(out), "--quiet"])
+
+
+def test_the_scenarios_run_end_to_end(tmp_path, capsys):
+    """Correct FW consistent, the leaky twin violated (full runs); one-run canaries beside held-out RMSE."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    scenarios = Path(__file__).resolve().parents[1] / "scenarios"
+    assert run_cli(scenarios / "private-frank-wolfe.yaml", tmp_path / "pfw") == 0
+    assert json.loads((tmp_path / "pfw" / "report.json").read_text())["verdict"] == "consistent"
+    assert run_cli(scenarios / "private-frank-wolfe-leaky.yaml", tmp_path / "leaky") == 0
+    assert json.loads((tmp_path / "leaky" / "report.json").read_text())["verdict"] == "violated"
+    small = yaml.safe_load((scenarios / "matrix-completion-utility.yaml").read_text())
+    small["population"].update(n_users=3000, n_items=60, ratings_per_user=20, test_fraction=0.05)
+    small["audit"]["trials"] = 200
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(small))
+    assert run_cli(tmp_path / "small.yaml", tmp_path / "small") == 0
+    report = json.loads((tmp_path / "small" / "report.json").read_text())
+    assert report["verdict"] == "consistent" and report["world"]["canaries"] == 200
+    assert 0 < report["utility"]["rmse"] < report["utility"]["zero_rmse"]
+
+
+def test_a_panel_must_match_the_mechanisms_iterations(tmp_path):
+    from audits.io.scenario import load_scenario
+    from audits.io.yamlio import ScenarioError
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "scenarios" / "private-frank-wolfe.yaml").read_text()
+    (tmp_path / "bad.yaml").write_text(text.replace("panel: {}", "panel: {rounds: 3}"))
+    with pytest.raises(ScenarioError, match="panel.rounds"):
+        load_scenario(tmp_path / "bad.yaml")

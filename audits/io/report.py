@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..utility import utility_summary
 from .store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 1
@@ -112,7 +113,7 @@ def report_markdown(report: dict) -> str:
         f"(design `{audit['design']}`)",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
-        f"- utility: {util['metric']} at the last release: {_fmt(util['final_accuracy'])}",
+        f"- utility: {utility_summary(util)}" + (" at the last release" if util.get("curve") else ""),
         "",
         "## Tests",
         "",

@@ -20,6 +20,7 @@ import copy
 from attacks import ATTACKS
 from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.churn import Churn
+from simulator.schedules import Panel
 from simulator.population import POPULATIONS
 
 from ..designs import DESIGNS, DesignError
@@ -86,6 +87,17 @@ ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"bu
                            **_dataclass_fields(Churn))
 
 
+class PanelConfig(BaseModel):
+    """A fixed cohort instead of churn (``simulator.schedules.Panel``): for iterative protocols such as
+    matrix completion. ``n_users``: all of the population's users when omitted; ``rounds``: the
+    mechanism's ``iterations`` when omitted."""
+
+    model_config = STRICT
+    n_users: int | None = Field(default=None, ge=1)
+    rounds: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=4096, ge=1)
+
+
 #: the registered estimator a (method, threshold) pair names: clopper-pearson names its threshold strategy
 ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run"}
 
@@ -110,6 +122,9 @@ class AuditConfig(BaseModel):
     targets: int = Field(1, ge=1, description="target users audited, each a test (Holm-corrected)")
     block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
     target_candidates: int = Field(64, ge=1)
+    view: Literal["messages", "releases", "others", "target"] | None = Field(
+        None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
+                          "target for a joint claim, is a negative control that should be violated)")
 
     @property
     def estimator_name(self) -> str:
@@ -199,6 +214,7 @@ class Scenario(BaseModel):
     seed: int = Field(ge=0)
     population: PopulationConfig
     churn: ChurnConfig = Field(default_factory=lambda: ChurnConfig())
+    panel: PanelConfig | None = None
     mechanism: MechanismConfig
     attack: AttackConfig | list[AttackConfig] = Field(default_factory=lambda: {"kind": "likelihood_ratio"},
                                                       validate_default=True)
@@ -222,7 +238,13 @@ class Scenario(BaseModel):
     def _audit_fits_the_claim(self, info: ValidationInfo) -> "Scenario":
         """The estimator and the design must be valid for the claim the mechanism makes."""
         mechanism = build(self.mechanism, MECHANISMS)
-        churn = build_churn(self.churn)
+        population = None
+        if self.panel is not None:
+            population = build(self.population, POPULATIONS, (info.context or {}).get("base_dir"))
+        try:
+            churn = build_schedule(self, mechanism, population)
+        except ParameterError as exc:
+            raise ParameterError(exc.field, str(exc)) from None
         claim = mechanism.claim_for(churn.queries_per_user)
         try:
             build_estimator(self.audit).check_claim(claim)
@@ -272,6 +294,25 @@ def build(config: BaseModel, registry: dict[str, type], base_dir: Path | None = 
 
 def build_churn(config: BaseModel) -> Churn:
     return Churn(**_params(config))
+
+
+def build_schedule(scenario: "Scenario", mechanism, population):
+    """The run's schedule: the ``panel`` cohort when the scenario has one, else its churn."""
+    if scenario.panel is None:
+        return build_churn(scenario.churn)
+    cfg = scenario.panel
+    size = population.size() if hasattr(population, "size") else None
+    n_users = cfg.n_users or size
+    if n_users is None:
+        raise ParameterError("panel.n_users", f"population {scenario.population.kind!r} has no fixed size: "
+                                              "give panel.n_users")
+    if size is not None and n_users > size:
+        raise ParameterError("panel.n_users", f"{n_users} users asked for, the population has {size}")
+    iterations = getattr(mechanism, "iterations", None)
+    rounds = cfg.rounds or iterations or 1
+    if iterations is not None and rounds != iterations:
+        raise ParameterError("panel.rounds", f"the mechanism runs {iterations} iterations; panel.rounds is {rounds}")
+    return Panel(n_users, rounds, cfg.batch_size)
 
 
 def build_estimator(audit: AuditConfig) -> Estimator:
