@@ -23,9 +23,9 @@ from simulator.learning import checkpoints, learning_curve
 from simulator.population import POPULATIONS
 from simulator.seeds import child_seed, stream
 
-from .executors import open_executor
+from .executors import as_finished, open_executor
 from .io.scenario import Scenario, build
-from .io.store import Progress
+from .io.store import Progress, hold_folder
 from .utility import clustering_accuracy
 
 
@@ -105,10 +105,6 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         raise ValueError("the scenario has no sweep: block")
     data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
-    progress = Progress(out_dir / "progress-sweep" if out_dir else None,
-                        {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
-                        what="scenario or grid")
-
     tasks, variants = [], {}
     for a, axis in enumerate(sweep.axes):
         for i, value in enumerate(axis.grid(full)):
@@ -116,18 +112,22 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
             tasks += [(a, i, r) for r in range(sweep.replicates)]
     results: dict[tuple, dict] = {}
     ex = scenario.executor
-    with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
-        futures = {}
+    with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
+                                             ex.address) as executor:
+        progress = Progress(out_dir / "progress-sweep" if out_dir else None,
+                            {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
+                            what="scenario or grid", warn=report)
+        todo = []
         for task in tasks:
             saved = progress.load_json("task-{}-{}-{}".format(*task))
             if saved is not None:
                 results[task] = saved
             else:
-                futures[task] = executor.submit(sweep_task, variants[task[:2]], base_dir, *task)
-        for n, (task, future) in enumerate(futures.items(), 1):
-            results[task] = future.result()
-            progress.save_json("task-{}-{}-{}".format(*task), results[task])
-            report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
+                todo.append((task, sweep_task, (variants[task[:2]], base_dir, *task)))
+        for n, (task, result) in enumerate(as_finished(executor, todo), 1):
+            results[task] = result
+            progress.save_json("task-{}-{}-{}".format(*task), result)
+            report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
 
     points, fits = [], []
     for a, axis in enumerate(sweep.axes):
