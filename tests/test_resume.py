@@ -166,7 +166,7 @@ def test_a_corrupt_folder_stamp_is_not_a_traceback(tmp_path):
     warnings = []
     (tmp_path / "fingerprint.json").write_bytes(b"\x00\x01not json")
     progress = Progress(tmp_path, {"fingerprint": "abc"}, resume=True, warn=warnings.append)
-    assert warnings == [f"{tmp_path / 'fingerprint.json'}: unreadable (UnicodeDecodeError); rewriting it, "
+    assert warnings == [f"{tmp_path / 'fingerprint.json'}: unreadable (JSONDecodeError); rewriting it, "
                         "checking each saved unit"]
     assert json.loads((tmp_path / "fingerprint.json").read_text()) == {"fingerprint": "abc"}
     progress.save_json("unit", {"u_star": 5})
