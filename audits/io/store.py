@@ -39,6 +39,7 @@ def _atomic(path: Path, fill: Callable[[Any], None]) -> None:
             handle.close()
             os.unlink(handle.name)
             raise
+    os.chmod(handle.name, 0o644)  # temporary files are private (0600); the result is an ordinary file
     os.replace(handle.name, path)
 
 
