@@ -72,6 +72,10 @@ def outputs(out: Path) -> tuple[dict, bytes]:
     return report, (out / "trials.csv").read_bytes()
 
 
+def saved_blocks(out: Path) -> int:
+    return len(list((out / "progress").glob("block-*.npz")))
+
+
 def leftovers(out: Path) -> list[Path]:
     return [p for p in out.rglob("*.tmp")]
 
@@ -88,16 +92,23 @@ def test_killed_runs_resume_to_the_uninterrupted_report(tmp_path, executor, kill
     reference = outputs(tmp_path / "reference")
 
     out = tmp_path / "killed"
-    rng = np.random.default_rng(11)  # kill moments: uniform over an uninterrupted run's duration
+    # kill moments from a fixed seed: every other run at a uniform time over an uninterrupted run's
+    # duration (world, blocks, reports), the others once a random number of further blocks is saved
+    rng = np.random.default_rng(11)
     finished_early, saved_after_kill = 0, []
     for k in range(kills):
         process = start(args + ["--out", str(out)] + (["--resume"] if k else []))
-        process.join(rng.uniform(0.05, 1.0) * duration)
+        if k % 2:
+            process.join(rng.uniform(0.05, 1.0) * duration)
+        else:
+            target = min(39, saved_blocks(out) + int(rng.integers(1, 8)))
+            while process.is_alive() and saved_blocks(out) < target:
+                time.sleep(0.0005)
         if process.exitcode is not None:  # it finished before the kill: fine, keep going
             finished_early += 1
             assert process.exitcode == 0
         kill(process)
-        saved_after_kill.append(len(list((out / "progress").glob("block-*.npz"))))
+        saved_after_kill.append(saved_blocks(out))
     assert finished_early < kills, "no run was ever killed"
     # blocks are saved as they finish (serial included): some kill left part of the 40 blocks on disk
     assert any(0 < n < 40 for n in saved_after_kill), saved_after_kill

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from mechanisms import ParameterError, WorldInfo
+from mechanisms import WorldInfo
 
 GIB = 2 ** 30
 
@@ -63,16 +63,15 @@ def state_bytes(mechanism, world: WorldInfo) -> float | None:
     """The mechanism's state size at ``world``, extrapolated from two small worlds (None if unknown)."""
     n = world.n_items
     small = (256, 512)
-    if n <= small[1]:
-        sizes = [nbytes(mechanism.init_state(world))]
-        return float(sizes[0])
-    measured = []
-    for m in small:
-        w = max(1, min(m, round(world.ratings_per_user * m / n)))
-        try:
+    try:
+        if n <= small[1]:
+            return float(nbytes(mechanism.init_state(world)))
+        measured = []
+        for m in small:
+            w = max(1, min(m, round(world.ratings_per_user * m / n)))
             measured.append(nbytes(mechanism.init_state(WorldInfo(m, w, world.n_item_clusters))))
-        except (ParameterError, ValueError):
-            return None
+    except Exception:  # a world too small for this mechanism: its own checks speak at full size
+        return None
     low, high = measured
     power = min(3.0, max(0.0, math.log2(high / low))) if low > 0 and high > 0 else 1.0
     return high * (n / small[1]) ** power
