@@ -11,6 +11,10 @@ from simulator.neighbours import sketches_under
 from .base import Attack
 
 
+#: the score of a query impossible in one world (an infinite log-likelihood ratio, kept finite)
+QUERY_CAP = 1e3
+
+
 @dataclass
 class LikelihoodRatioAttack(Attack):
     """Score = log P(messages | world 1) − log P(messages | world 0).
@@ -19,6 +23,10 @@ class LikelihoodRatioAttack(Attack):
     in both worlds under each run's public queries; for a known randomizer
     this is the most powerful test, so the audit's bound is as tight as the
     trial count allows. Reads the ``messages`` view of local mechanisms.
+    When the queries read the rated set, the query is evidence too: the score
+    adds ``log P(queries | world-1 row) − log P(queries | world-0 row)``
+    (``query_log_likelihood``), an impossible query counting as ±QUERY_CAP
+    so that scores stay finite.
     """
 
     name: str = field(default="likelihood_ratio", init=False, repr=False)
@@ -38,4 +46,14 @@ class LikelihoodRatioAttack(Attack):
             s1 = sketches_under(mechanism, pair.rows1.take(runs), view.queries)
         s0 = np.broadcast_to(s0, messages.shape)
         s1 = np.broadcast_to(s1, messages.shape)
-        return mechanism.message_log_likelihood(messages, s1) - mechanism.message_log_likelihood(messages, s0)
+        score = mechanism.message_log_likelihood(messages, s1) - mechanism.message_log_likelihood(messages, s0)
+        if getattr(mechanism, "queries_read_rated", False):
+            runs = np.arange(len(messages)) if len(pair) == len(messages) else np.zeros(len(messages), np.int64)
+            for q in view.queries:
+                if q.shape[0] != len(messages):
+                    q = mechanism.take_queries(q, np.zeros(len(messages), dtype=np.int64))
+                ll0 = mechanism.query_log_likelihood(q, pair.rows0.rated[runs])
+                ll1 = mechanism.query_log_likelihood(q, pair.rows1.rated[runs])
+                with np.errstate(invalid="ignore"):
+                    score = score + np.clip(np.nan_to_num(ll1 - ll0, nan=0.0), -QUERY_CAP, QUERY_CAP)
+        return score

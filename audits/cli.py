@@ -75,6 +75,8 @@ def _cmd_validate(paths: list[Path]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from simulator.neighbours import PairError
+
     from .io.report import write_reports
     from .runner import run_scenario
     from .io.scenario import load_scenario
@@ -90,8 +92,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / scenario.name
     say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
     with hold_folder(out):  # checked (and held) before any simulation
-        result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
-                              workers=args.workers, report=say)
+        try:
+            result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
+                                  workers=args.workers, report=say)
+        except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
+            print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
+            return EXIT_BAD_INPUT
         report = write_reports(result, out)
     a = report["audit"]
     print(f"{scenario.name}: claim ε={report['claim']['epsilon']:g} (δ={report['claim']['delta']:g}); "

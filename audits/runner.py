@@ -110,7 +110,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     claim = mechanism.claim_for(churn.queries_per_user)
     design = DESIGNS[cfg.design_name]()
     estimator = build_estimator(cfg)
-    policy = policy_for(claim)
+    policy = policy_for(claim, mechanism)
     world_seed = child_seed(root, "world")
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")

@@ -8,6 +8,12 @@ consecutive checkpoints; ``U*`` is the first of those user counts (censored at
 ``max_users``). Per axis, ``log U* = a + slope · log x`` is fitted by OLS
 (statsmodels) with a 95% confidence interval, beside the slope the theory
 formula (``mechanisms.theory``) has over the same grid.
+
+``sweep.compare`` lists more mechanisms run on the same grids, worlds and
+seeds (a paired comparison: the same catalogue and users for every
+mechanism at a given axis value and replicate); ``sweep.bounds`` names lower
+bounds on the users any epsilon-LDP learner needs, evaluated at every grid
+value and reported beside the measured U* (``LOWER_BOUNDS``).
 """
 from __future__ import annotations
 
@@ -59,19 +65,54 @@ def theory_users(scenario: Scenario) -> float | None:
         return None
     n, w = pop.n_items, pop.ratings_per_user
     if mech.kind.startswith("pairwise_preference"):
-        return theory.pairwise_preference_users(n)
+        return theory.pairwise_preference_users(n, ratings_per_user=w)
     if "maxsense" not in mech.kind:
         return None
     theta = getattr(mech, "theta", 1.0)
-    gap = theory.maxsense_separation(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights, theta)
+    gap = theory.maxsense_separation_exact(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights,
+                                           theta, w, n)
     if not gap > 0 or not math.isfinite(gap):
         return None
-    if mech.kind.startswith("multi_maxsense"):
-        q = mech.sketches or math.ceil(mech.epsilon)
-        # Q sketches at ε/Q each: Q·tanh²(ε/2Q) replaces tanh²(ε/2) [D: composition]
-        return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap) * math.tanh(mech.epsilon / 2) ** 2 / (
-            q * math.tanh(mech.epsilon / (2 * q)) ** 2)
-    return theory.maxsense_success_users(n, w, mech.epsilon, theta, gap)
+    # Q sketches at ε/Q each, with the raw score's finite-size noise factor (theory.maxsense_users)
+    q = (mech.sketches or math.ceil(mech.epsilon)) if mech.kind.startswith("multi_maxsense") else 1
+    return theory.maxsense_users(pop.like_probability, pop.user_cluster_weights, pop.item_cluster_weights, n, w,
+                                 mech.epsilon, theta, sketches=q, score=getattr(mech, "score", "raw"))
+
+
+def _fano(scenario: Scenario) -> float:
+    return float(theory.fano_min_users(scenario.population.n_items, scenario.mechanism.epsilon))
+
+
+def _scarce(scenario: Scenario) -> float:
+    pop = scenario.population
+    return theory.scarce_min_users(pop.n_items, pop.ratings_per_user, scenario.mechanism.epsilon)
+
+
+def _adaptive(scenario: Scenario) -> float:
+    return theory.adaptive_min_users(scenario.population.n_items)
+
+
+#: lower bounds a sweep can draw (ALGORITHMS.md A, "Lower bounds"): name -> (label, users at a scenario).
+#: All are stated up to constants the paper does not give (C = 1 here); Fano's is exact for two item clusters.
+LOWER_BOUNDS: dict[str, tuple[str, Callable[[Scenario], float]]] = {
+    "fano": ("Fano: (N/2 - 1) / (eps log2 e)", _fano),
+    "scarce": ("scarce: N^2 / (w (e^eps - 1)^2)", _scarce),
+    "adaptive": ("adaptive: N log N", _adaptive),
+}
+
+
+def contender_labels(configs: list) -> list[str]:
+    """One label per compared mechanism: its kind, with the parameters that tell apart those of the same kind."""
+    dumps = [c.model_dump(mode="json") for c in configs]
+    labels = []
+    for d in dumps:
+        same = [o for o in dumps if o["kind"] == d["kind"]]
+        if len(same) == 1:
+            labels.append(d["kind"])
+            continue
+        differing = sorted(k for k in d if k != "kind" and any(o.get(k) != d[k] for o in same))
+        labels.append(d["kind"] + (" (" + ", ".join(f"{k}={d[k]}" for k in differing) + ")" if differing else ""))
+    return labels
 
 
 def fit_slope(x: np.ndarray, u: np.ndarray, level: float = 0.95) -> dict:
@@ -94,6 +135,12 @@ class SweepResult:
     grid: str
     points: list[dict]
     fits: list[dict]
+    bounds: list[dict] = None  # one row per (axis, value, bound): its users
+    mechanisms: list[str] = None  # the compared mechanisms' labels, the scenario's first
+
+    def __post_init__(self) -> None:
+        self.bounds = self.bounds or []
+        self.mechanisms = self.mechanisms or [self.scenario.mechanism.kind]
 
 
 def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = False, resume: bool = False,
@@ -105,12 +152,20 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         raise ValueError("the scenario has no sweep: block")
     data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
+    configs = [scenario.mechanism, *sweep.compare]
+    labels = contender_labels(configs)
     tasks, variants = [], {}
-    for a, axis in enumerate(sweep.axes):
-        for i, value in enumerate(axis.grid(full)):
-            variants[a, i] = axis.apply(data, value)
-            tasks += [(a, i, r) for r in range(sweep.replicates)]
+    for c, config in enumerate(configs):
+        contender = data | {"mechanism": config.model_dump(mode="json")}
+        for a, axis in enumerate(sweep.axes):
+            for i, value in enumerate(axis.grid(full)):
+                variants[a, i, c] = axis.apply(contender, value)
+                tasks += [(a, i, r, c) for r in range(sweep.replicates)]
     results: dict[tuple, dict] = {}
+
+    def key(task):  # the first mechanism keeps the names sweeps without compare: saved before
+        return "task-{}-{}-{}".format(*task[:3]) + (f"-m{task[3]}" if task[3] else "")
+
     ex = scenario.executor
     with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
                                              ex.address) as executor:
@@ -119,39 +174,48 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
                             what="scenario or grid", warn=report)
         todo = []
         for task in tasks:
-            saved = progress.load_json("task-{}-{}-{}".format(*task))
+            saved = progress.load_json(key(task))
             if saved is not None:
                 results[task] = saved
             else:
-                todo.append((task, sweep_task, (variants[task[:2]], base_dir, *task)))
+                todo.append((task, sweep_task, (variants[task[:2] + task[3:]], base_dir, *task[:3])))
         for n, (task, result) in enumerate(as_finished(executor, todo), 1):
             results[task] = result
-            progress.save_json("task-{}-{}-{}".format(*task), result)
-            report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
+            progress.save_json(key(task), result)
+            report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
+                   f"{labels[task[3]]})")
 
-    points, fits = [], []
+    points, fits, bounds = [], [], []
     for a, axis in enumerate(sweep.axes):
         values = axis.grid(full)
-        xs, us = [], []
-        theory_u = []
         for i, value in enumerate(values):
-            variant = Scenario.model_validate(variants[a, i], context={"base_dir": base_dir})
-            theory_u.append(theory_users(variant))
-            for r in range(sweep.replicates):
-                res = results[a, i, r]
-                points.append({"parameter": axis.parameter, "value": value, "replicate": r,
-                               "u_star": res["u_star"], "theory_users": theory_u[-1]})
-                if res["u_star"] is not None:
-                    xs.append(value)
-                    us.append(res["u_star"])
-        fit = fit_slope(np.array(xs), np.array(us))
-        # the theory has no noise: its slope on the grid is the least-squares line through its points
-        fit["theory_slope"] = (float(np.polyfit(np.log(values), np.log(theory_u), 1)[0])
-                               if all(t is not None for t in theory_u) else None)
-        fit["censored"] = sum(1 for p in points if p["parameter"] == axis.parameter and p["u_star"] is None)
-        fit["parameter"] = axis.parameter
-        fit["values"] = list(values)
-        fit["theory_in_ci"] = (None if fit["slope"] is None or fit["theory_slope"] is None
-                               else fit["ci_low"] <= fit["theory_slope"] <= fit["ci_high"])
-        fits.append(fit)
-    return SweepResult(scenario, "full" if full else "default", points, fits)
+            first = Scenario.model_validate(variants[a, i, 0], context={"base_dir": base_dir})
+            for name in sweep.bounds:
+                bounds.append({"parameter": axis.parameter, "value": value, "bound": name,
+                               "label": LOWER_BOUNDS[name][0], "users": LOWER_BOUNDS[name][1](first)})
+        for c, label in enumerate(labels):
+            xs, us, theory_u, mine = [], [], [], []
+            for i, value in enumerate(values):
+                variant = Scenario.model_validate(variants[a, i, c], context={"base_dir": base_dir})
+                theory_u.append(theory_users(variant))
+                for r in range(sweep.replicates):
+                    res = results[a, i, r, c]
+                    mine.append({"parameter": axis.parameter, "mechanism": label, "value": value, "replicate": r,
+                                 "u_star": res["u_star"], "theory_users": theory_u[-1]})
+                    if res["u_star"] is not None:
+                        xs.append(value)
+                        us.append(res["u_star"])
+            points += mine
+            fit = fit_slope(np.array(xs), np.array(us))
+            # the theory has no noise: its slope on the grid is the least-squares line through its points
+            fit["theory_slope"] = (float(np.polyfit(np.log(values), np.log(theory_u), 1)[0])
+                                   if all(t is not None for t in theory_u) else None)
+            fit["censored"] = sum(1 for p in mine if p["u_star"] is None)
+            fit["parameter"] = axis.parameter
+            fit["mechanism"] = label
+            fit["values"] = list(values)
+            fit["theory_in_ci"] = (None if fit["slope"] is None or fit["theory_slope"] is None
+                                   else fit["ci_low"] <= fit["theory_slope"] <= fit["ci_high"])
+            fits.append(fit)
+    return SweepResult(scenario, "full" if full else "default", points, fits, bounds, labels)
+

@@ -64,6 +64,7 @@ __all__ = [
     "to_dp_event",
     "epsilon_for",
     "gaussian_mu",
+    "gaussian_sigma_for",
     "account",
 ]
 
@@ -299,6 +300,25 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     eps = float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta, tol=1e-12))
     # brentq stops within ~1e-12 of the root on either side; the margin makes it an upper bound
     return 0.0 if eps == 0.0 else eps + 1e-10 * (1.0 + eps)
+
+
+def gaussian_sigma_for(epsilon: float, delta: float, sensitivity: float = 1.0, count: int = 1) -> float:
+    """The smallest σ (to 1e-9 relative) with ``count`` Gaussian releases of L2 ``sensitivity`` (ε, δ)-DP.
+
+    Inverts the analytic Gaussian: finds μ with ε(μ, δ) = ε by bisection on
+    :func:`_gaussian_epsilon` (increasing in μ), then σ = Δ·sqrt(count)/μ,
+    rounded up so the accountant's ε for the result never exceeds ``epsilon``.
+    """
+    epsilon, delta = _positive_finite("epsilon", epsilon), float(delta)
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1) for a Gaussian mechanism, got {delta}")
+    low, high = 1e-6, 1.0
+    while _gaussian_epsilon(high, delta) < epsilon:
+        low, high = high, 2.0 * high
+    while high - low > 1e-10 * high:
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if _gaussian_epsilon(mid, delta) <= epsilon else (low, mid)
+    return _positive_finite("sensitivity", sensitivity) * math.sqrt(_count(count)) / low
 
 
 # --------------------------------------------------------------------------

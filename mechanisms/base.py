@@ -1,12 +1,14 @@
 """The contracts every mechanism honours: its privacy claim and its protocol."""
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
 from annotated_types import Ge
+from scipy import sparse
 
 from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
@@ -20,27 +22,77 @@ class ParameterError(ValueError):
         self.field = field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UserBatch:
-    """Private data of a batch of users as dense boolean item masks.
+    """Private rows of a batch of users, sparse (users x items; a population is never held dense).
 
-    ``rated[u, i]`` says user ``u`` rated item ``i``; ``liked[u, i]`` that the
-    rating was positive (``liked`` implies ``rated``). Unrated items count as 0
-    in every sketch.
+    ``ratings`` stores one entry per rating a user gave, with its value: stars
+    in a star world, +1 (like) / -1 (dislike) in a like-bit world; values are
+    never 0. ``likes`` marks the ratings that count as likes (a subset of the
+    stored entries). ``rated`` and ``liked`` are dense boolean masks of the
+    batch, built on first use for mechanisms that work on batches of bits.
     """
 
-    rated: np.ndarray
-    liked: np.ndarray
+    ratings: sparse.csr_array
+    likes: sparse.csr_array
+
+    def __post_init__(self) -> None:
+        if self.ratings.shape != self.likes.shape:
+            raise ValueError(f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
+
+    @classmethod
+    def from_masks(cls, rated: np.ndarray, liked: np.ndarray, values: np.ndarray | None = None) -> "UserBatch":
+        """From dense masks (a batch); ``values`` (same shape) gives star ratings, else likes are +1, dislikes -1."""
+        rated = np.asarray(rated, dtype=bool)
+        liked = np.asarray(liked, dtype=bool) & rated
+        if values is None:
+            values = np.where(liked, 1.0, -1.0)
+        elif np.any(np.asarray(values)[rated] == 0):
+            raise ValueError("a rating's value may not be 0 (it would vanish from the sparse matrix)")
+        return cls(sparse.csr_array(np.where(rated, values, 0.0)), sparse.csr_array(liked))
+
+    @classmethod
+    def from_coo(cls, users: np.ndarray, items: np.ndarray, values: np.ndarray, liked: np.ndarray,
+                 shape: tuple[int, int]) -> "UserBatch":
+        """From one entry per rating (no duplicate (user, item) pairs, no zero values)."""
+        ratings = sparse.csr_array((np.asarray(values, float), (users, items)), shape=shape)
+        likes = sparse.csr_array((np.ones(int(np.count_nonzero(liked)), bool), (users[liked], items[liked])),
+                                 shape=shape)
+        return cls(ratings, likes)
+
+    @classmethod
+    def empty(cls, n_items: int) -> "UserBatch":
+        return cls(sparse.csr_array((0, n_items), dtype=float), sparse.csr_array((0, n_items), dtype=bool))
+
+    @classmethod
+    def concat(cls, batches: "list[UserBatch]") -> "UserBatch":
+        return cls(sparse.vstack([b.ratings for b in batches], format="csr"),
+                   sparse.vstack([b.likes for b in batches], format="csr"))
 
     def __len__(self) -> int:
-        return self.rated.shape[0]
+        return self.ratings.shape[0]
 
     @property
     def n_items(self) -> int:
-        return self.rated.shape[1]
+        return self.ratings.shape[1]
+
+    @functools.cached_property
+    def rated(self) -> np.ndarray:
+        r = self.ratings
+        return sparse.csr_array((np.ones(r.nnz, bool), r.indices, r.indptr), shape=r.shape).toarray()
+
+    @functools.cached_property
+    def liked(self) -> np.ndarray:
+        return self.likes.toarray()
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
-        return UserBatch(self.rated[index], self.liked[index])
+        return UserBatch(self.ratings[index], self.likes[index])
+
+    def where(self, use_other: np.ndarray, other: "UserBatch") -> "UserBatch":
+        """Row ``u`` from ``other`` where ``use_other[u]``, else from this batch."""
+        n = len(self)
+        pick = np.where(np.asarray(use_other, bool), np.arange(n) + n, np.arange(n))
+        return UserBatch.concat([self, other]).take(pick)
 
 
 @dataclass(frozen=True)
@@ -78,6 +130,12 @@ class Protocol(ABC):
     claim_unit: Unit = "user"
     claim_neighbouring: Neighbouring = "replace"
     claim_delta: float = 0.0
+    #: a policy of ``simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
+    #: (None: the default policy of the claim's unit and neighbouring)
+    audit_pair: str | None = None
+    #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,
+    #: and audits draw it per run from each world's row (``query_log_likelihood`` scores it)
+    queries_read_rated: bool = False
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
@@ -110,6 +168,10 @@ class Protocol(ABC):
         mechanisms that treat the rated set as public, on the users' ``rated``
         masks (always passed by the engine; ignore it otherwise).
         """
+
+    def query_log_likelihood(self, queries: Any, rated: np.ndarray) -> np.ndarray | None:
+        """log P(queries | rated set) per row, for protocols whose queries read the rated set (None otherwise)."""
+        return None
 
     def init_carried(self, n_users: int) -> np.ndarray | None:
         """Per-user state carried across rounds for ``n_users`` new users (None: none)."""
@@ -181,8 +243,13 @@ class GaussianNoise:
     sensitivity: float
     spent_sigma: float | None = None
 
+    @property
+    def spent(self) -> float:
+        """The scale the coins really use."""
+        return self.sigma if self.spent_sigma is None else self.spent_sigma
+
     def __call__(self, shape, rng: np.random.Generator) -> np.ndarray:
-        return rng.normal(0.0, self.sigma if self.spent_sigma is None else self.spent_sigma, shape)
+        return rng.normal(0.0, self.spent, shape)
 
     def event(self, count: int = 1):
         """The accountant's view: ``count`` releases at the published scale."""

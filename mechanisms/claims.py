@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
-Neighbouring = Literal["replace", "add_remove"]
+#: ``replace``: any row for any row; ``add_remove``: one row more or less; ``replace_likes``: the
+#: user's likes change but its rated set stays (the rated set is public: protocols whose queries read it)
+Neighbouring = Literal["replace", "add_remove", "replace_likes"]
 ViewKind = Literal["messages", "releases", "others", "target"]
 
 PROTECTED_VIEW: dict[str, ViewKind] = {

@@ -5,11 +5,17 @@ Each user gets a public sensing vector ``H_u`` (item ``i`` sensed with
 probability ``theta / w``), computes ``S_u = max_{i sensed} liked[u, i]`` and
 releases it with the epsilon-DP bit mechanism. The server scores items by
 ``c_i = sum_u H_ui * S_hat_u`` and clusters the scores with 1-D k-means.
+
+``score: centred`` [G] scores ``sum_u H_ui (S_hat_u - mean released bit)``
+instead: the same expected gaps without the noise of how many users sensed
+each item (``theory.score_noise_factor``: the raw score's per-user variance
+is ``1 + m(1 - theta/w)/(1 - m)`` times the centred one's, ``m`` the mean
+released bit), so it needs fewer users. The paper's raw sum is the default.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from annotated_types import Gt
@@ -25,7 +31,9 @@ class MaxSenseState:
     world: WorldInfo
     sensing_probability: float
     scores: np.ndarray
-    users_seen: int = 0
+    users_seen: int = 0  # answers folded in (the engine's releases count distinct users)
+    exposures: np.ndarray | None = None  # sum_u H_ui: how many answers sensed each item
+    bits: float = 0.0  # sum of released bits
 
 
 @dataclass
@@ -34,11 +42,12 @@ class MaxSense(LocalMechanism):
 
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0
+    score: Literal["raw", "centred"] = "raw"
     name: str = field(default="maxsense", init=False, repr=False)
 
     def init_state(self, world: WorldInfo) -> MaxSenseState:
         p = min(1.0, self.theta / world.ratings_per_user)
-        return MaxSenseState(world, p, np.zeros(world.n_items))
+        return MaxSenseState(world, p, np.zeros(world.n_items), exposures=np.zeros(world.n_items))
 
     def make_queries(self, n_users: int, rng: np.random.Generator, state: MaxSenseState,
                      rated: np.ndarray | None = None) -> np.ndarray:
@@ -51,16 +60,30 @@ class MaxSense(LocalMechanism):
         return queries[:, None, :]
 
     def aggregate(self, state: MaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MaxSenseState:
-        state.scores += messages[:, 0].astype(float) @ queries
+        bits = messages[:, 0].astype(float)
+        state.scores += bits @ queries
+        state.exposures += queries.sum(axis=0)
+        state.bits += float(bits.sum())
         state.users_seen += len(messages)
         return state
 
+    def item_scores(self, state: MaxSenseState) -> np.ndarray:
+        """The scores clustered: raw sums, or centred on the mean released bit (``score``)."""
+        return centred_scores(state.scores, state.exposures, state.bits, state.users_seen, self.score)
+
     def estimate(self, state: MaxSenseState) -> np.ndarray:
-        return kmeans_1d(state.scores, state.world.n_item_clusters)
+        return kmeans_1d(self.item_scores(state), state.world.n_item_clusters)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta,
+        return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "score": self.score,
                 "randomizer_epsilon": self.randomizer_epsilon}
+
+
+def centred_scores(scores: np.ndarray, exposures: np.ndarray, bits: float, released: int, score: str) -> np.ndarray:
+    """``scores`` as they are (``raw``), or minus ``exposures`` times the mean of the ``released`` bits (``centred``)."""
+    if score == "raw" or released == 0:
+        return scores.copy()
+    return scores - exposures * (bits / released)
 
 
 @dataclass

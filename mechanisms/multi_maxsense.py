@@ -24,18 +24,24 @@ Details [D]/[G]:
 * Queries are a boolean array ``(n_users, Q, N)``: one uniform permutation per
   user (argsort of uniform keys), block ``q`` = items ranked
   ``q * block_size .. (q + 1) * block_size - 1``.
+* ``score: centred`` [G] subtracts the mean released bit from every bit
+  before summing (see ``maxsense``): the raw sum's noise from how many users
+  sensed each item is ``theory.score_noise_factor`` at share ``Q theta / w``,
+  which makes the raw score's epsilon-slope steeper than composition alone
+  predicts at small ``w`` (``theory.maxsense_users``).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt
 
 from .base import LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans_1d
+from .maxsense import centred_scores
 
 
 @dataclass
@@ -45,7 +51,10 @@ class MultiMaxSenseState:
     world: WorldInfo
     block_size: int
     scores: np.ndarray
-    users_seen: int = 0
+    users_seen: int = 0  # answers folded in (the engine's releases count distinct users)
+    exposures: np.ndarray | None = None  # sum over answers and sketches of H_uqi
+    bits: float = 0.0  # sum of released bits
+    released: int = 0  # released bits (answers x Q)
 
     @property
     def sensing_probability(self) -> float:
@@ -75,6 +84,7 @@ class MultiMaxSense(LocalMechanism):
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0
     sketches: Annotated[int, Ge(1)] | None = None
+    score: Literal["raw", "centred"] = "raw"
     name: str = field(default="multi_maxsense", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -102,7 +112,7 @@ class MultiMaxSense(LocalMechanism):
             raise ParameterError("sketches", f"Q = {self.n_sketches} sensing sets need as many disjoint blocks, "
                                  f"but N = {world.n_items} items make only {blocks} blocks of {size} "
                                  f"(theta * N / w with theta = {self.theta:g}, w = {world.ratings_per_user})")
-        return MultiMaxSenseState(world, size, np.zeros(world.n_items))
+        return MultiMaxSenseState(world, size, np.zeros(world.n_items), exposures=np.zeros(world.n_items))
 
     def make_queries(self, n_users: int, rng: np.random.Generator, state: MultiMaxSenseState,
                      rated: np.ndarray | None = None) -> np.ndarray:
@@ -116,15 +126,24 @@ class MultiMaxSense(LocalMechanism):
 
     def aggregate(self, state: MultiMaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MultiMaxSenseState:
         n = state.world.n_items
-        state.scores += messages.reshape(-1).astype(float) @ queries.reshape(-1, n)
+        bits = messages.reshape(-1).astype(float)
+        state.scores += bits @ queries.reshape(-1, n)
+        state.exposures += queries.reshape(-1, n).sum(axis=0)
+        state.bits += float(bits.sum())
+        state.released += bits.size
         state.users_seen += len(messages)
         return state
 
+    def item_scores(self, state: MultiMaxSenseState) -> np.ndarray:
+        """The scores clustered: raw sums, or centred on the mean released bit (``score``)."""
+        return centred_scores(state.scores, state.exposures, state.bits, state.released, self.score)
+
     def estimate(self, state: MultiMaxSenseState) -> np.ndarray:
-        return kmeans_1d(state.scores, state.world.n_item_clusters)
+        return kmeans_1d(self.item_scores(state), state.world.n_item_clusters)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "sketches": self.n_sketches,
+                "score": self.score,
                 "bit_epsilon": self.bit_epsilon, "randomizer_epsilon": self.randomizer_epsilon}
 
 

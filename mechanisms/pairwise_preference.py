@@ -33,14 +33,21 @@ symmetric, zero diagonal: a pair has two distinct items) and forms ``A`` at
 ``estimate`` time, so the statistic costs nothing during aggregation.
 
 Privacy: one bit per user through epsilon-DP randomized response, so the
-protocol is epsilon-LDP for the user's likes. With ``public_rated_set`` the
-query depends on the user's rated set, which is then *declared public*: the
-claim covers the likes only (the audit's neighbours share the rated set).
+protocol is epsilon-LDP per user (replace) with uniform pairs. With
+``public_rated_set`` the query is two of the user's own rated items, so it
+reveals them: two users whose rated sets are disjoint never share a query,
+and against a user-level replace neighbour epsilon is infinite. The claim
+then says what is protected — the likes given a public rated set
+(``neighbouring: replace_likes``: neighbours share the rated set and differ
+in their likes) — and ``queries_read_rated`` tells the audit to draw the
+query from each world's row, so a user-level claim would be flagged.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
+
+import math
 
 import numpy as np
 from annotated_types import Gt
@@ -100,6 +107,28 @@ class PairwisePreference(LocalMechanism):
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:  # the schema checks it too; this guards direct construction
             raise ParameterError("statistic", f"must be one of {', '.join(STATISTICS)}, got {self.statistic!r}")
+
+    @property
+    def queries_read_rated(self) -> bool:
+        return self.public_rated_set
+
+    @property
+    def claim_neighbouring(self) -> str:
+        """``replace_likes`` with a public rated set (only the likes are protected), else ``replace``."""
+        return "replace_likes" if self.public_rated_set else "replace"
+
+    def query_log_likelihood(self, queries: np.ndarray, rated: np.ndarray) -> np.ndarray | None:
+        """log P(pair | rated set) under ``rated_pairs``: uniform over rated pairs (-inf off them); None if public."""
+        if not self.public_rated_set:
+            return None
+        rated = np.asarray(rated, dtype=bool)
+        r = rated.sum(axis=1)
+        rows = np.arange(len(rated))
+        inside = rated[rows, queries[:, 0]] & rated[rows, queries[:, 1]]
+        n = rated.shape[1]
+        with np.errstate(divide="ignore"):
+            own = np.where(inside, -np.log(np.maximum(r * (r - 1) / 2.0, 1.0)), -np.inf)
+        return np.where(r >= 2, own, -math.log(n * (n - 1) / 2.0))
 
     def init_state(self, world: WorldInfo) -> PairwiseState:
         n = world.n_items

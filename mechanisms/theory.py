@@ -25,6 +25,10 @@ __all__ = [
     "scarce_min_users",
     "maxsense_expected_scores",
     "maxsense_separation",
+    "maxsense_separation_exact",
+    "maxsense_mean_bit",
+    "score_noise_factor",
+    "maxsense_users",
     "maxsense_success_users",
     "pairwise_preference_users",
     "adaptive_min_users",
@@ -116,12 +120,21 @@ def maxsense_expected_scores(b, user_weights, item_weights, theta: float, w: int
 
 
 def maxsense_separation(b, user_weights, item_weights, theta: float) -> float:
-    """MaxSense's separation ``Δ = min_{l≠l'} |Σ_k α_k e^{−θ m_k} (b[k,l] − b[k,l'])|`` [D].
+    """MaxSense's separation ``Δ = min_{l≠l'} |Σ_k α_k e^{−θ m_k} (b[k,l] − b[k,l'])|`` [D], Poisson limit.
 
     ALGORITHMS.md A, "MaxSense": the gap between the expected scores of two
     item clusters is ``U p tanh(ε/2) (w/N) Δ``; ``Δ = 0`` means MaxSense
     cannot tell some clusters apart (e.g. a symmetric ``b``). With a single
     item cluster there is nothing to separate and ``inf`` is returned.
+
+    Range of validity: this is the limit ``w → ∞`` at fixed ``θ`` and
+    ``w/N → 0`` (a user's sensed likes become Poisson). At small ``w`` it
+    overstates the gap — a product over the user's ``w − 1`` other rated
+    items of ``(1 − θ b[k, l(j)] / w)`` replaces ``e^{−θ m_k}``: the exact gap
+    is 0.61, 0.82, 0.92, 0.96 of this one at ``w`` = 2, 4, 8, 16 (``b =
+    [[.9, .2], [.7, .05]]``, ``N = 40 w``; ``tests/test_theory.py`` checks it).
+    :func:`maxsense_separation_exact` is the exact value for finite ``N``
+    and ``w`` (the sweeps use it).
     """
     b, alpha, beta = _sbm(b, user_weights, item_weights)
     _positive("theta", theta)
@@ -131,6 +144,126 @@ def maxsense_separation(b, user_weights, item_weights, theta: float) -> float:
         return math.inf
     gaps = np.abs(profile[:, None] - profile[None, :])
     return float(gaps[~np.eye(profile.size, dtype=bool)].min())
+
+
+def _uniform_subset_mean_product(factors: np.ndarray, w: int) -> np.ndarray:
+    """``E[Π_{j∈R} f_j]`` over uniform ``w``-subsets ``R`` of the items, for each row of ``factors`` (rows, N).
+
+    Recursion on normalised elementary symmetric polynomials,
+    ``E_{n,k} = (k/n) f_n E_{n−1,k−1} + ((n−k)/n) E_{n−1,k}`` (convex
+    combinations: stable), vectorised over rows and ``k``; one numpy step per item.
+    """
+    factors = np.atleast_2d(np.asarray(factors, dtype=float))
+    rows, n_items = factors.shape
+    e = np.zeros((rows, w + 1))
+    e[:, 0] = 1.0
+    k = np.arange(1, w + 1)
+    for n in range(1, n_items + 1):
+        f = factors[:, n - 1][:, None]
+        kk = k[k <= n]
+        e[:, kk] = (kk / n) * f * e[:, kk - 1] + ((n - kk) / n) * e[:, kk]
+    return e[:, w]
+
+
+def maxsense_separation_exact(b, user_weights, item_weights, theta: float, w: int, n_items: int) -> float:
+    """MaxSense's separation for finite ``N`` and ``w``, exact under the simulated blockmodel [D].
+
+    Same units as :func:`maxsense_separation` (``Δ = (N/w) min |a_l − a_l'|``),
+    with ``a_l = P(S = 1 | an item of cluster l is sensed)`` computed exactly
+    when every user rates a uniform ``w``-subset, each item is sensed with
+    probability ``p = min(1, θ/w)`` and item clusters have the sizes the
+    simulator gives them (largest-remainder rounding of ``β N``)::
+
+        1 − a_l = Σ_k α_k E_R[(1 − b[k,l] 1{i∈R}) Π_{j∈R, j≠i} (1 − p b[k, l(j)])]
+
+    It tends to the Poisson-limit Δ as ``w → ∞`` with ``w/N → 0``.
+    """
+    b, alpha, beta = _sbm(b, user_weights, item_weights)
+    _positive("theta", theta)
+    if not 1 <= w <= n_items:
+        raise ValueError(f"w must be in [1, n_items], got w={w!r}, n_items={n_items!r}")
+    L = beta.size
+    if L < 2:
+        return math.inf
+    raw = beta * n_items
+    sizes = np.floor(raw).astype(np.int64)
+    sizes[np.argsort(-(raw - sizes), kind="stable")[: n_items - sizes.sum()]] += 1
+    labels = np.repeat(np.arange(L), sizes)
+    p = min(1.0, theta / w)
+    miss = np.zeros(L)
+    for l in range(L):
+        if sizes[l] == 0:
+            miss[l] = np.nan
+            continue
+        i = int(np.flatnonzero(labels == l)[0])  # any item of cluster l: the others are exchangeable
+        f = 1.0 - p * b[:, labels]  # (K, N): an unsensed-or-disliked chance per rated item
+        f[:, i] = 1.0 - b[:, l]  # item i is sensed for sure
+        miss[l] = float(alpha @ _uniform_subset_mean_product(f, w))
+    a = 1.0 - miss[np.isfinite(miss)]
+    gaps = np.abs(a[:, None] - a[None, :])[~np.eye(a.size, dtype=bool)]
+    return float(gaps.min() * n_items / w)
+
+
+def maxsense_mean_bit(b, user_weights, item_weights, theta: float, epsilon: float) -> float:
+    """Mean released MaxSense bit ``m̄ = 1/(1+e^ε) + tanh(ε/2) q``, ``q = Σ_k α_k (1 − e^{−θ m_k})`` [D].
+
+    ``epsilon`` is the budget of that bit (``ε/Q`` for Multi-MaxSense);
+    ``q`` is the Poisson-limit probability that a sensed block holds a like.
+    """
+    b, alpha, beta = _sbm(b, user_weights, item_weights)
+    _positive("theta", theta)
+    _positive("epsilon", epsilon)
+    q = float(alpha @ (1.0 - np.exp(-theta * (b @ beta))))
+    return 1.0 / (1.0 + math.exp(epsilon)) + math.tanh(epsilon / 2.0) * q
+
+
+def score_noise_factor(mean_bit: float, share: float) -> float:
+    """Variance of a user's raw score contribution over the centred one's: ``1 + m̄(1 − share)/(1 − m̄)`` [D].
+
+    A user adds ``H_i Ŝ`` to item ``i``'s raw score, ``H_i`` = 1 with
+    probability ``share`` (``Qθ/w`` for Q sketches) and ``Ŝ`` of mean ``m̄``:
+    its variance is ``share·m̄(1 − share·m̄)``, against ``share·m̄(1 − m̄)``
+    for the centred ``H_i (Ŝ − m̄)`` (exact when ``Ŝ`` given ``H_i = 1`` has
+    mean ``m̄``, i.e. up to the ``O(w/N)`` signal). The raw count's noise from
+    how many users sensed the item shrinks as ``share → 1``: the factor
+    falls from ``1/(1 − m̄)`` to 1.
+    """
+    if not 0.0 < mean_bit < 1.0:
+        raise ValueError(f"mean_bit must be in (0, 1), got {mean_bit!r}")
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1], got {share!r}")
+    return 1.0 + mean_bit * (1.0 - share) / (1.0 - mean_bit)
+
+
+def maxsense_users(b, user_weights, item_weights, n_items: int, w: int, epsilon: float, theta: float = 1.0,
+                   sketches: int = 1, score: str = "raw", exact: bool = True, fail_prob: float = 0.05,
+                   constant: float = 1.0) -> float:
+    """Users sufficient for MaxSense (``sketches = 1``) or Multi-MaxSense (``Q`` sketches at ``ε/Q``) [D].
+
+    ``U ≈ C · N² log(N/δ) · m̄(1 − m̄) F / (θ w Δ² Q tanh²(ε/2Q))``: per user,
+    an item's score gains ``Qθ/w · tanh(ε/2Q) · (w/N) Δ`` of signal between
+    clusters against a variance ``Qθ/w · m̄(1 − m̄) F`` (``m̄`` from
+    :func:`maxsense_mean_bit` at ``ε/Q``; ``F`` = :func:`score_noise_factor`
+    at share ``Qθ/w`` for the ``raw`` score, 1 for the ``centred`` one).
+    ``Δ`` is exact for the finite ``N``, ``w`` (``exact``) or its Poisson
+    limit. Without ``m̄(1 − m̄) F`` this is the composition formula
+    ``maxsense_success_users · tanh²(ε/2)/(Q tanh²(ε/2Q))``; with it the
+    ε-slope of Multi-MaxSense is steeper at small ``w`` (−1.38 instead of
+    −1.16 on ε ∈ {1.5, 3, 6}, N = 40, w = 8; measured −1.46 [−1.64, −1.28]),
+    and the centred score's (−1.16) is what was measured for it (−1.15).
+    """
+    if score not in ("raw", "centred"):
+        raise ValueError(f"score must be 'raw' or 'centred', got {score!r}")
+    if sketches < 1:
+        raise ValueError(f"sketches must be >= 1, got {sketches!r}")
+    for name, value in (("n_items", n_items), ("w", w), ("epsilon", epsilon), ("theta", theta)):
+        _positive(name, value)
+    q_eps = epsilon / sketches
+    gap = (maxsense_separation_exact(b, user_weights, item_weights, theta, w, n_items) if exact
+           else maxsense_separation(b, user_weights, item_weights, theta))
+    m = maxsense_mean_bit(b, user_weights, item_weights, theta, q_eps)
+    factor = score_noise_factor(m, min(1.0, sketches * theta / w)) if score == "raw" else 1.0
+    return maxsense_success_users(n_items, w, q_eps, theta, gap, fail_prob, constant) * m * (1 - m) * factor / sketches
 
 
 def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, delta_sep: float,
@@ -153,16 +286,22 @@ def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, d
         theta * w * delta_sep ** 2 * math.tanh(epsilon / 2.0) ** 2)
 
 
-def pairwise_preference_users(n_items: int, constant: float = 1.0) -> float:
-    """Users sufficient for Pairwise-Preference in the rich regime, ``C · N log N`` [P, C: G].
+def pairwise_preference_users(n_items: int, constant: float = 1.0, ratings_per_user: int | None = None) -> float:
+    """Users sufficient for Pairwise-Preference, ``C · N log N`` in the rich regime [P, C: G].
 
     ALGORITHMS.md A, "Pairwise-Preference": success needs ``U ≳ C N log N``
     (Theorem 3.5; ``C`` depends on ε, the blockmodel and the eigen-gap
-    conditions and is not given [G]).
+    conditions and is not given [G]). With ``ratings_per_user`` (``w``) the
+    answer is ``C N log N (N/w)²`` [D]: a user likes both items of its pair
+    with probability ``∝ (w/N)²``, which gives ``N³ log N / w²`` in the scarce
+    regime and a constant factor in the rich one (``w = cN``).
     """
     if n_items < 2:
         raise ValueError(f"n_items must be >= 2, got {n_items!r}")
-    return constant * n_items * math.log(n_items)
+    scale = 1.0 if ratings_per_user is None else (n_items / ratings_per_user) ** 2
+    if ratings_per_user is not None:
+        _positive("ratings_per_user", ratings_per_user)
+    return constant * n_items * math.log(n_items) * scale
 
 
 def adaptive_min_users(n_items: int) -> float:

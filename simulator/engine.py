@@ -24,6 +24,7 @@ import simpy
 from mechanisms import Protocol, UserBatch, WorldInfo
 
 from .population import Catalogue
+from .schedules import Panel
 from .seeds import stream
 from .transcript import Recorder, Release, Round, Transcript
 
@@ -69,7 +70,7 @@ class ProtocolRun:
         self.active_departure = np.zeros(0)
         self.active_answered = np.zeros(0, dtype=np.int64)
         self.active_inserted = np.zeros(0, dtype=bool)
-        self.active_rows = UserBatch(np.zeros((0, n), bool), np.zeros((0, n), bool))
+        self.active_rows = UserBatch.empty(n)
         self.active_carried = protocol.init_carried(0)
 
     # ---------------------------------------------------------------- who is present
@@ -90,8 +91,7 @@ class ProtocolRun:
         self.active_departure = np.concatenate([self.active_departure, departure[stays]])
         self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
         self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
-        self.active_rows = UserBatch(np.concatenate([self.active_rows.rated, rows.rated[stays]]),
-                                     np.concatenate([self.active_rows.liked, rows.liked[stays]]))
+        self.active_rows = UserBatch.concat([self.active_rows, rows.take(stays)])
         carried = self.protocol.init_carried(k)
         if carried is not None:
             self.active_carried = np.concatenate([self.active_carried, carried])
@@ -187,6 +187,16 @@ class ProtocolRun:
             self.admit(np.full(n, env.now), np.full(n, env.now + dt / 2), clusters, rows, env.now)
             self._admit_inserted(tick, env.now)
 
+    def panel_arrival(self, env: simpy.Environment):
+        """The whole cohort arrives at the first tick and stays until it has answered every round."""
+        yield env.timeout(self.schedule.query_interval - env.now)
+        n = self.schedule.n_users
+        clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
+        self.admit(np.full(n, env.now), np.full(n, np.inf), clusters, rows, env.now)
+        for tick in itertools.count(1):
+            self._admit_inserted(tick, env.now)
+            yield env.timeout((tick + 1) * self.schedule.query_interval - env.now)
+
     def query_rounds(self, env: simpy.Environment):
         for tick in itertools.count(1):
             yield env.timeout(tick * self.schedule.query_interval - env.now)
@@ -206,14 +216,14 @@ class ProtocolRun:
 def run_protocol(protocol: Protocol, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
                  coins_seed: np.random.SeedSequence | None = None, recorder: Recorder | None = None,
                  inserted: Inserted | None = None) -> Transcript:
-    """Run the churn world until ``churn.horizon`` and return its transcript.
+    """Run the churn world (or a :class:`Panel` cohort) until ``churn.horizon`` and return its transcript.
 
     The server releases every ``release_interval`` and once more at the
     horizon if the last scheduled release fell before it.
     """
     run = ProtocolRun(protocol, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
     env = simpy.Environment()
-    env.process(run.poisson_arrivals(env))
+    env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
     env.process(run.query_rounds(env))
     env.process(run.scheduled_releases(env))
     env.run(until=churn.horizon + churn.query_interval * 1e-9)

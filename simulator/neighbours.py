@@ -8,6 +8,9 @@ A :class:`TargetPair` holds the rows one or more audited users have in world
   rows are built for *those* queries so that the target's sketches differ in
   as many bits as the claim's unit allows. A pair that differs in no bit
   cannot show anything: that is an error, never a silent ``consistent``.
+  When the mechanism's queries read the rated set (``queries_read_rated``)
+  the query is not public: a user-level pair then differs in its rated set
+  too, and the replay draws the query per run from each world's row.
 * ``rows_for_runs`` — for designs that run the protocol (full runs,
   canaries): the rows are fixed before the run, which draws the queries.
 """
@@ -41,6 +44,7 @@ class TargetPair:
     rows1: UserBatch
     queries: tuple[Any, ...] = ()
     sketches: np.ndarray | None = None  # (2, n_bits) for a local-replay target
+    query_state: Any = None  # the server state the queries were drawn under (to draw more)
 
     def __len__(self) -> int:
         return len(self.rows0)
@@ -115,34 +119,73 @@ class NeighbourPolicy(ABC):
         _, user = population.sample_users(1, catalogue, rng)
         queries = tuple(mechanism.make_queries(1, rng, state, user.rated) for _ in range(answers))
         read = np.concatenate([mechanism.query_items(q, catalogue.n_items)[0] for q in queries], axis=0)
-        return user, queries, read
+        return user, queries, read, state
 
     @staticmethod
     def _checked(mechanism, pair: TargetPair, what: str) -> TargetPair:
         sketches = np.concatenate([sketches_under(mechanism, pair.rows0, pair.queries),
                                    sketches_under(mechanism, pair.rows1, pair.queries)])
-        pair = TargetPair(pair.rows0, pair.rows1, pair.queries, sketches)
+        pair = TargetPair(pair.rows0, pair.rows1, pair.queries, sketches, pair.query_state)
         if pair.differing_bits == 0:
             raise PairError(f"the {what} pair built for the target's queries differs in none of its "
                             f"{sketches.shape[1]} sketch bits: this audit could show nothing about the claim")
         return pair
 
 
-class UserReplace(NeighbourPolicy):
-    """User-level, replace-one: the target's whole row changes (its rated set and its likes)."""
+def _other_rated(rated: np.ndarray, w: int, rng: np.random.Generator) -> np.ndarray:
+    """Per row, ``w`` random items avoiding ``rated`` as far as the catalogue allows (then some of ``rated``)."""
+    rated = np.atleast_2d(rated)
+    keys = rng.random(rated.shape) + rated  # unrated items first, in random order
+    out = np.zeros_like(rated)
+    out[np.arange(len(rated))[:, None], np.argsort(keys, axis=1)[:, :w]] = True
+    return out
 
-    unit, neighbouring = "user", "replace"
+
+class LikesReplace(NeighbourPolicy):
+    """User-level, likes only: the rated set is public and shared, every like of the target changes."""
+
+    unit, neighbouring = "user", "replace_likes"
 
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
-        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        user, queries, read, state = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)[None, :]
-        pair = TargetPair(UserBatch(rated, np.zeros_like(rated)), UserBatch(rated, rated.copy()), queries)
+        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated.copy()), queries,
+                          query_state=state)
         return self._checked(mechanism, pair, "user-level")
 
     def rows_for_runs(self, population, catalogue, n, rng):
         _, users = population.sample_users(n, catalogue, rng)
-        return TargetPair(UserBatch(users.rated, np.zeros_like(users.liked)),
-                          UserBatch(users.rated, users.rated.copy()))
+        return TargetPair(UserBatch.from_masks(users.rated, np.zeros_like(users.liked)),
+                          UserBatch.from_masks(users.rated, users.rated))
+
+
+class UserReplace(LikesReplace):
+    """User-level, replace-one: the target's whole row changes (its rated set and its likes).
+
+    World 1 likes every item it rates, world 0 none. When the queries read
+    the rated set, world 0 also rates other items (disjoint where the
+    catalogue allows): the query then tells the worlds apart, as it should
+    under this claim. Otherwise the rated sets may as well agree (sketches
+    read likes only), which keeps the worst case for the drawn queries.
+    """
+
+    unit, neighbouring = "user", "replace"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        pair = super().worst_case_pair(mechanism, population, catalogue, answers, rng)
+        if not getattr(mechanism, "queries_read_rated", False):
+            return pair
+        rated0 = _other_rated(pair.rows1.rated, catalogue.ratings_per_user, rng)
+        pair = TargetPair(UserBatch.from_masks(rated0, np.zeros_like(rated0)), pair.rows1, pair.queries,
+                          query_state=pair.query_state)
+        return self._checked(mechanism, pair, "user-level")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        pair = super().rows_for_runs(population, catalogue, n, rng)
+        # world 0 rates other items (a separate stream: the rows above are unchanged by it)
+        other = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
+        rated0 = _other_rated(pair.rows1.rated, catalogue.ratings_per_user, other)
+        return TargetPair(UserBatch.from_masks(rated0, np.zeros_like(rated0)), pair.rows1)
 
 
 class RatingReplace(NeighbourPolicy):
@@ -151,7 +194,7 @@ class RatingReplace(NeighbourPolicy):
     unit, neighbouring = "rating", "replace"
 
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
-        user, queries, read = self._draw_target(mechanism, population, catalogue, answers, rng)
+        user, queries, read, state = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)
         read_rated = read.any(axis=0) & rated
         item = int(np.flatnonzero(read_rated)[0]) if read_rated.any() else int(np.flatnonzero(rated)[0])
@@ -162,7 +205,8 @@ class RatingReplace(NeighbourPolicy):
         candidates = []
         for liked1 in (alone, read_rated | alone):
             liked0 = liked1 & ~alone
-            pair = TargetPair(UserBatch(rated[None], liked0[None]), UserBatch(rated[None], liked1[None]), queries)
+            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]), UserBatch.from_masks(rated[None], liked1[None]), queries,
+                              query_state=state)
             candidates.append((np.count_nonzero(sketches_under(mechanism, pair.rows0, queries)
                                                 != sketches_under(mechanism, pair.rows1, queries)), pair))
         return self._checked(mechanism, max(candidates, key=lambda c: c[0])[1], "rating-level")
@@ -173,17 +217,60 @@ class RatingReplace(NeighbourPolicy):
         liked1 = users.rated.copy()
         liked0 = users.rated.copy()
         liked0[np.arange(n), first] = False
-        return TargetPair(UserBatch(users.rated, liked0), UserBatch(users.rated, liked1))
+        return TargetPair(UserBatch.from_masks(users.rated, liked0), UserBatch.from_masks(users.rated, liked1))
+
+
+class UserSupportReplace(UserReplace):
+    """User-level, replace-one, for mechanisms that aggregate second moments of rows (matrix completion).
+
+    World 0's target rates ``w`` items, world 1's target ``w`` other items
+    (disjoint when the catalogue allows), every rating at the largest
+    magnitude of the population's domain (``population.max_rating``, default
+    1): the replacement that moves ``Σ A_iᵀA_i`` most. Flipping likes would
+    leave such statistics unchanged.
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the disjoint-support pair is for designs that run the protocol (full_runs, one_run)")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        w, n_items = catalogue.ratings_per_user, catalogue.n_items
+        value = float(getattr(population, "max_rating", 1.0))
+        order = np.argsort(rng.random((n, n_items)), axis=1)
+        first, second = order[:, :w], order[:, w:2 * w] if 2 * w <= n_items else order[:, n_items - w:]
+        users = np.repeat(np.arange(n), w)
+
+        def rows(items):
+            values = np.full(users.size, value)
+            return UserBatch.from_coo(users, items.ravel(), values, values > 0, (n, n_items))
+
+        return TargetPair(rows(first), rows(second))
 
 
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
+    ("user", "replace_likes"): LikesReplace(),
     ("rating", "replace"): RatingReplace(),
 }
 
 
-def policy_for(claim: PrivacyClaim) -> NeighbourPolicy:
-    """The policy for the claim's unit and neighbouring; the error lists what exists."""
+#: pairs a mechanism may ask for (``Protocol.audit_pair``), each within the neighbouring of its claim
+PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace()}
+
+
+def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> NeighbourPolicy:
+    """The policy for the claim's unit and neighbouring; the error lists what exists.
+
+    A mechanism may name, in ``audit_pair``, a policy of :data:`PAIR_POLICIES`
+    that builds its worst pairs; it must cover the claim's unit and neighbouring.
+    """
+    special = getattr(mechanism, "audit_pair", None)
+    if special is not None:
+        policy = PAIR_POLICIES[special]
+        if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring):
+            raise ValueError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
+                             f"{claim.unit}/{claim.neighbouring}")
+        return policy
     try:
         return POLICIES[claim.unit, claim.neighbouring]
     except KeyError:

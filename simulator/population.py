@@ -97,12 +97,10 @@ class SBMPopulation:
         rated_idx = _draw_rated(n_users, self.n_items, self.ratings_per_user, rng)
         like_p = self.b[clusters[:, None], catalogue.item_labels[rated_idx]]
         likes = rng.random(like_p.shape) < like_p
-        rated = np.zeros((n_users, self.n_items), dtype=bool)
-        liked = np.zeros_like(rated)
-        rows = np.arange(n_users)[:, None]
-        rated[rows, rated_idx] = True
-        liked[rows, rated_idx] = likes
-        return clusters, UserBatch(rated, liked)
+        users = np.repeat(np.arange(n_users), self.ratings_per_user)
+        items, likes = rated_idx.ravel(), likes.ravel()
+        return clusters, UserBatch.from_coo(users, items, np.where(likes, 1.0, -1.0), likes,
+                                            (n_users, self.n_items))
 
 
 @dataclass
@@ -139,12 +137,11 @@ class RatingsFilePopulation:
             frame = pd.read_csv(self.path)
             users, user_idx = np.unique(frame["user"].to_numpy(), return_inverse=True)
             items, item_idx = np.unique(frame["item"].to_numpy(), return_inverse=True)
-            rated = np.zeros((users.size, items.size), dtype=bool)
-            liked = np.zeros_like(rated)
-            rated[user_idx, item_idx] = True
-            liked[user_idx, item_idx] = frame["rating"].to_numpy() >= self.like_threshold
-            w = max(1, int(round(rated.sum(1).mean())))
-            self._table = (UserBatch(rated, liked), w)
+            stars = frame["rating"].to_numpy(float)
+            table = UserBatch.from_coo(user_idx, item_idx, stars, stars >= self.like_threshold,
+                                       (users.size, items.size))
+            w = max(1, int(round(table.ratings.nnz / users.size)))
+            self._table = (table, w)
         return self._table
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
@@ -155,6 +152,31 @@ class RatingsFilePopulation:
         users, _ = self._load()
         pick = rng.integers(len(users), size=n_users)
         return np.full(n_users, -1), users.take(pick)
+
+
+@dataclass
+class MatrixPopulation:
+    """Users are rows of a given sparse ratings matrix (``UserBatch``), drawn without replacement.
+
+    A panel of all rows (``n == len(rows)``) returns them in a random order;
+    the first array ``sample_users`` returns (the cluster labels of other
+    populations) holds each user's source row, so outputs can be matched to
+    held-out ratings. ``max_rating`` is the largest rating magnitude of the
+    data's domain (audit pairs use it).
+    """
+
+    rows: UserBatch
+    max_rating: Annotated[float, Gt(0)] = 1.0
+
+    def catalogue(self, rng: np.random.Generator) -> Catalogue:
+        per_user = np.diff(self.rows.ratings.indptr)
+        return Catalogue(self.rows.n_items, 1, None, max(1, int(per_user.max(initial=1))))
+
+    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+        if n_users > len(self.rows):
+            raise ParameterError("n_users", f"the matrix has {len(self.rows)} users, {n_users} were asked for")
+        source = rng.permutation(len(self.rows))[:n_users]
+        return source, self.rows.take(source)
 
 
 POPULATIONS = {"sbm": SBMPopulation, "ratings_file": RatingsFilePopulation}

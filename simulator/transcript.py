@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from scipy import sparse
 
 ViewKind = Literal["messages", "releases", "others", "target"]
 
@@ -131,18 +132,27 @@ class Recorder:
         if self.watched:
             users, answer, time, queries, messages = zip(*self.watched)
             watched = WatchedAnswers(cat(users, np.int64), cat(answer, np.int64), cat(time, float),
-                                     np.concatenate(queries), np.concatenate(messages))
+                                     np.concatenate(queries), stack_rows(messages))
         outputs = None
         output_user = np.zeros(0, np.int64)
         if self.output_parts:
             output_user = cat([p[0] for p in self.output_parts], np.int64)
-            outputs = np.concatenate([p[1] for p in self.output_parts])
+            outputs = stack_rows([p[1] for p in self.output_parts])
         return Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
                           answer_time=cat(self.answer_time, float), answer_user=cat(self.answer_user, np.int64),
-                          messages=np.concatenate(self.messages) if self.keep_all_messages and self.messages
+                          messages=stack_rows(self.messages) if self.keep_all_messages and self.messages
                           else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
                           releases=self.releases, rounds=self.rounds, watched=watched,
                           output_user=output_user, outputs=outputs, inserted=inserted)
+
+
+def stack_rows(parts: list):
+    """Concatenate per-user rows on axis 0: arrays, sparse matrices, or a type with ``concat`` (low-rank rows)."""
+    if parts and sparse.issparse(parts[0]):
+        return sparse.vstack(parts, format="csr")
+    if parts and hasattr(type(parts[0]), "concat"):
+        return type(parts[0]).concat(parts)
+    return np.concatenate(parts)
 
 
 @dataclass(frozen=True)

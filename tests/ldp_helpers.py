@@ -5,7 +5,7 @@ from attacks.likelihood_ratio import LikelihoodRatioAttack
 from audits.designs.local_replay import replay
 from audits.stats.bounds import split_epsilon_bound
 from simulator.learning import serve
-from simulator.neighbours import UserReplace
+from simulator.neighbours import policy_for
 from simulator.population import SBMPopulation
 
 
@@ -21,11 +21,15 @@ def feed(mechanism, population, catalogue, users, rng, batch=5_000):
     return serve(population, catalogue, mechanism, users, root, batch).state
 
 
-def audit(mechanism, population, seed, trials=200_000, alpha=1e-6):
-    """The worst-case target pair and the split Clopper–Pearson bound of the LR attack on its replayed messages."""
+def audit(mechanism, population, seed, trials=200_000, alpha=1e-6, policy=None):
+    """The worst-case target pair and the split Clopper–Pearson bound of the LR attack on its replayed messages.
+
+    The neighbour policy is the one the mechanism's claim chooses unless ``policy`` is given.
+    """
     rng = np.random.default_rng(seed)
     catalogue = population.catalogue(rng)
-    pair = UserReplace().worst_case_pair(mechanism, population, catalogue, 1, rng)
+    policy = policy or policy_for(mechanism.claim)
+    pair = policy.worst_case_pair(mechanism, population, catalogue, 1, rng)
     attack = LikelihoodRatioAttack()
     scores = [attack.scores(mechanism, pair, replay(mechanism, pair, np.full(trials, w),
                                                     np.random.default_rng([seed, w])))

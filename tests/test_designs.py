@@ -164,3 +164,17 @@ def test_sketch_agreement_orders_runs_as_the_likelihood_ratio(write_scenario, qu
     order = np.argsort(lr, axis=None, kind="stable")
     assert np.all(np.diff(agree.ravel()[order]) >= 0)
     assert result.verdict == "violated"  # the twin spends 2 per bit while publishing 1 (4 in all vs 2 claimed)
+
+
+def test_an_audit_whose_pair_cannot_differ_fails_loudly(tmp_path, quickstart_data, write_scenario, capsys):
+    # a MaxSense that senses (almost) no item: the target's sketch is 0 in both worlds, so the audit could only
+    # ever print "consistent"; it must refuse instead, write no report and exit 2
+    from audits.cli import main
+
+    quickstart_data["mechanism"]["theta"] = 1e-9
+    quickstart_data["churn"].update(horizon=2.0, release_interval=1.0)
+    quickstart_data["audit"]["trials"] = 2000
+    out = tmp_path / "out"
+    assert main(["run", str(write_scenario(quickstart_data)), "--out", str(out), "--quiet"]) == 2
+    assert "differs in none" in capsys.readouterr().err
+    assert not (out / "report.json").exists()

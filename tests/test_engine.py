@@ -83,7 +83,7 @@ def catalogue(seed=0):
 def canaries(n, liked=True):
     rated = np.zeros((n, POP.n_items), bool)
     rated[:, :5] = True
-    return UserBatch(rated, rated.copy() if liked else np.zeros_like(rated))
+    return UserBatch.from_masks(rated, rated.copy() if liked else np.zeros_like(rated))
 
 
 def test_a_multi_round_protocol_runs_with_carried_state_noise_and_personal_outputs():

@@ -22,7 +22,7 @@ def test_sensing_probability_is_theta_over_w():
 def test_sketch_is_the_max_of_sensed_likes():
     rng = np.random.default_rng(1)
     liked = rng.random((30, 40)) < 0.1
-    users = UserBatch(liked | (rng.random((30, 40)) < 0.1), liked)
+    users = UserBatch.from_masks(liked | (rng.random((30, 40)) < 0.1), liked)
     queries = rng.random((30, 40)) < 0.2
     sketch = MaxSense(epsilon=1.0).sketch(users, queries)
     expected = [[max([liked[u, i] for i in range(40) if queries[u, i]], default=False)] for u in range(30)]
@@ -67,3 +67,25 @@ def test_maxsense_learns_the_item_clusters():
     labels = tr.releases[-1].item_labels
     agree = (labels == cat.item_labels).mean()
     assert max(agree, 1 - agree) == 1.0
+
+
+def test_centred_score_subtracts_the_mean_released_bit():
+    # issue 13: score "centred" = sum_u H_ui (S_hat_u - mean bit), checked against a brute-force sum
+    from mechanisms import MultiMaxSense
+
+    rng = np.random.default_rng(30)
+    for mech, n_bits in ((MaxSense(epsilon=1.0, score="centred"), 1),
+                         (MultiMaxSense(epsilon=3.0, score="centred"), 3)):
+        state = mech.init_state(WORLD)
+        qs, ms = [], []
+        for size in (7, 13):
+            q = mech.make_queries(size, rng, state)
+            msg = rng.random((size, n_bits)) < 0.4
+            state = mech.aggregate(state, q, msg)
+            qs.append(q.reshape(size, n_bits, 40))
+            ms.append(msg)
+        q, msg = np.concatenate(qs).astype(float), np.concatenate(ms).astype(float)
+        expected = np.einsum("ub,ubi->i", msg - msg.mean(), q)
+        np.testing.assert_allclose(mech.item_scores(state), expected, atol=1e-9)
+        np.testing.assert_allclose(type(mech)(epsilon=mech.epsilon).item_scores(state), state.scores)  # raw
+        assert mech.describe()["score"] == "centred"

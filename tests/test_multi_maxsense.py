@@ -112,7 +112,7 @@ def test_sketch_matches_brute_force():
     liked = rated & (rng.random((users, n)) < 0.5)
     m = MultiMaxSense(epsilon=1.0, sketches=3)
     q = m.make_queries(users, rng, m.init_state(WorldInfo(n, 4, 2)))
-    s = m.sketch(UserBatch(rated, liked), q)
+    s = m.sketch(UserBatch.from_masks(rated, liked), q)
     assert s.shape == (users, 3) and s.dtype == bool
     for u in range(users):
         for k in range(3):

@@ -40,7 +40,9 @@ def test_registered_with_claim_and_description():
     c = m.claim
     # the accountant's epsilon is a pessimistic upper bound: exact up to its discretization (1e-10 for RR)
     assert c.epsilon == pytest.approx(1.5, rel=1e-9)
-    assert (c.delta, c.model, c.unit, c.neighbouring) == (0.0, "local", "user", "replace")
+    # with a public rated set only the likes are protected (issue 13): neighbours share the rated set
+    assert (c.delta, c.model, c.unit, c.neighbouring) == (0.0, "local", "user", "replace_likes")
+    assert PairwisePreference(epsilon=1.5).claim.neighbouring == "replace"
     d = m.describe()
     assert d["name"] == "pairwise_preference" and d["public_rated_set"] is True
     assert d["statistic"] == "debiased_sum" and d["randomizer_epsilon"] == 1.5
@@ -119,7 +121,7 @@ def test_sketch_matches_brute_force():
     n, users = 7, 50
     rated = rng.random((users, n)) < 0.6
     liked = rated & (rng.random((users, n)) < 0.5)
-    batch = UserBatch(rated, liked)
+    batch = UserBatch.from_masks(rated, liked)
     m = PairwisePreference(epsilon=1.0)
     q = m.make_queries(users, rng, m.init_state(world(n)))
     s = m.sketch(batch, q)
@@ -229,6 +231,45 @@ def test_audit_correct_is_consistent_broken_is_flagged(eps, public):
     assert bound.epsilon_lb > 0.9 * eps  # the LR test on one differing bit is nearly tight
     _, broken = audit(PairwisePreferenceBroken(epsilon=eps, public_rated_set=public), pop, seed=11)
     assert broken.epsilon_lb > eps
+
+
+class PublicRatedSetOldClaim(PairwisePreference):
+    """The first version: queries from the rated set, but the claim said epsilon-LDP per user (replace)."""
+
+    claim_neighbouring = "replace"
+
+
+def test_public_rated_set_under_a_user_level_claim_is_flagged():
+    # Issue 13: the query is two of the user's own rated items, so a user-level replace neighbour with another
+    # rated set never asks the same pair: epsilon is infinite. The old claim must be violated, by far: with
+    # 10^5 evaluation runs per world and no error, the bound reaches its ceiling, 8.8 at alpha = 1e-6.
+    pop = rich_population(n_items=30, w=15)
+    old = PublicRatedSetOldClaim(epsilon=1.0, public_rated_set=True)
+    assert old.claim.neighbouring == "replace" and old.claim.epsilon == pytest.approx(1.0, rel=1e-9)
+    pair, bound = audit(old, pop, seed=12)
+    assert not np.any(pair.rows0.rated & pair.rows1.rated)  # the worlds rate disjoint sets (w = N/2)
+    assert bound.false_pos == 0 and bound.false_neg == 0
+    assert bound.epsilon_lb == pytest.approx(bound.ceiling) and bound.epsilon_lb > 8 * old.claim.epsilon
+    # the same mechanism audited for what it now claims (likes, rated set public) is consistent
+    pair, bound = audit(PairwisePreference(epsilon=1.0, public_rated_set=True), pop, seed=12)
+    assert np.array_equal(pair.rows0.rated, pair.rows1.rated)
+    assert bound.epsilon_lb <= 1.0  # false failure <= 1e-6
+
+
+def test_query_log_likelihood_matches_the_pair_law():
+    rng = np.random.default_rng(13)
+    rated = rng.random((5000, 12)) < 0.5
+    rated[0] = False
+    rated[0, 3] = True  # fewer than two rated items: a uniform pair
+    m = PairwisePreference(epsilon=1.0, public_rated_set=True)
+    q = m.make_queries(len(rated), rng, m.init_state(WorldInfo(12, 6, 2)), rated)
+    ll = m.query_log_likelihood(q, rated)
+    r = rated.sum(1)
+    expected = np.where(r >= 2, -np.log(np.maximum(r * (r - 1) / 2, 1)), -np.log(66.0))
+    np.testing.assert_allclose(ll, expected)
+    other = ~rated
+    assert np.all(np.isneginf(m.query_log_likelihood(q, other)[(r >= 2) & (other.sum(1) >= 2)]))
+    assert PairwisePreference(epsilon=1.0).query_log_likelihood(q, rated) is None
 
 
 def test_estimate_before_any_user_is_a_valid_labelling():

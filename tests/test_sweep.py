@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from audits.cli import main
 from audits.io.scenario import with_parameter
@@ -93,3 +94,55 @@ def test_linked_parameters_follow_the_axis():
     data = {"population": {"n_items": 10, "ratings_per_user": 5}}
     assert axis.apply(data, 80) == {"population": {"n_items": 80, "ratings_per_user": 40}}
     assert axis.grid() == [40, 80] and all(isinstance(v, int) for v in axis.grid())
+
+
+COMPARE = """
+  compare:
+    - kind: maxsense
+      epsilon: 2.0
+      score: centred
+    - kind: pairwise_preference
+      epsilon: 2.0
+  bounds: [fano, scarce, adaptive]
+"""
+
+
+def test_compare_runs_every_mechanism_on_the_same_worlds_and_draws_bounds(tmp_path, quickstart_data):
+    import yaml
+
+    from mechanisms import theory
+
+    base = tiny(quickstart_data) | yaml.safe_load(SWEEP)
+    alone, both = tmp_path / "alone.yaml", tmp_path / "both.yaml"
+    alone.write_text(yaml.safe_dump(base))
+    both.write_text(yaml.safe_dump(base).replace("sweep:\n", "sweep:\n" + COMPARE.strip("\n") + "\n", 1))
+    assert main(["sweep", str(alone), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["sweep", str(both), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    a = json.loads((tmp_path / "a" / "sweep.json").read_text())
+    b = json.loads((tmp_path / "b" / "sweep.json").read_text())
+    labels = ["maxsense (score=raw)", "maxsense (score=centred)", "pairwise_preference"]
+    assert [f["mechanism"] for f in b["fits"]] == labels
+    assert len(b["points"]) == 3 * len(a["points"])
+    # the scenario's own mechanism sees the same worlds and seeds as without compare: identical U*
+    first = [p["u_star"] for p in b["points"] if p["mechanism"] == labels[0]]
+    assert first == [p["u_star"] for p in a["points"]]
+    # the bounds are the theory's, at each grid value (epsilon 2, w 3)
+    expected = {12: (theory.fano_min_users(12, 2.0), theory.scarce_min_users(12, 3, 2.0), theory.adaptive_min_users(12)),
+                24: (theory.fano_min_users(24, 2.0), theory.scarce_min_users(24, 3, 2.0), theory.adaptive_min_users(24))}
+    for row in b["bounds"]:
+        assert row["users"] == pytest.approx(expected[row["value"]][["fano", "scarce", "adaptive"].index(row["bound"])])
+    assert len(b["medians"]) == 3 * 2
+    md = (tmp_path / "b" / "sweep.md").read_text()
+    assert "| population.n_items | `maxsense (score=raw)` median U* |" in md and "bound: scarce" in md
+
+
+def test_compare_mechanisms_must_have_the_axis_parameter(tmp_path, quickstart_data, capsys):
+    import yaml
+
+    data = tiny(quickstart_data) | yaml.safe_load(SWEEP.replace("population.n_items", "mechanism.theta")
+                                                   .replace("[12, 24]", "[1.0, 2.0]"))
+    data["sweep"]["compare"] = [{"kind": "pairwise_preference", "epsilon": 1.0}]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["validate", str(path)]) == 2
+    assert "compare[0]: pairwise_preference" in capsys.readouterr().err

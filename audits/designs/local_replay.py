@@ -8,6 +8,8 @@ under its queries: exact, and cheap. The queries are drawn once before the
 trials (they are public and independent of private data) and the neighbour
 policy builds the worst-case pair for them. This path skips the simulated
 world, so it is valid only for local claims of one-round local randomizers.
+Queries that read the rated set (``queries_read_rated``) are not public: they
+are drawn per run from the world's row, and belong to the view.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from simulator.neighbours import is_local
+from mechanisms import UserBatch
+from simulator.neighbours import is_local, sketches_under
 from simulator.seeds import stream
 from simulator.transcript import View
 
@@ -25,7 +28,17 @@ from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
 
 def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> View:
     """The target's messages over runs, run ``r`` in world ``worlds[r]``."""
-    messages = mechanism.release(pair.sketches[np.asarray(worlds, dtype=np.int64)], rng)
+    worlds = np.asarray(worlds, dtype=np.int64)
+    if getattr(mechanism, "queries_read_rated", False):
+        # the query depends on the world's private row: draw it per run, then sketch under it
+        pick = worlds[:, None].astype(bool)
+        rows = UserBatch.from_masks(np.where(pick, pair.rows1.rated, pair.rows0.rated),
+                                    np.where(pick, pair.rows1.liked, pair.rows0.liked))
+        queries = tuple(mechanism.make_queries(len(worlds), rng, pair.query_state, rows.rated)
+                        for _ in pair.queries)
+        messages = mechanism.release(sketches_under(mechanism, rows, queries), rng)
+        return View("messages", messages=messages, queries=queries)
+    messages = mechanism.release(pair.sketches[worlds], rng)
     return View("messages", messages=messages, queries=pair.queries)
 
 

@@ -42,9 +42,7 @@ class OneRunCanaries(Design):
 
     def inserts(self, job, policy, trials):
         pair, worlds = self._canaries(job, policy, trials)
-        rows = pair.rows0.take(np.arange(trials))
-        rows.liked[worlds == 1] = pair.rows1.liked[worlds == 1]
-        rows.rated[worlds == 1] = pair.rows1.rated[worlds == 1]
+        rows = pair.rows0.where(worlds == 1, pair.rows1)
         return Inserted(rows, spread_ticks(trials, job.churn, job.answers))
 
     def scores(self, job, policy, targets, trials, block_size, world, executor, progress, report):

@@ -214,24 +214,81 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
         "fits": result.fits,
         "points": result.points,
     }
-    write_json(out_dir / "sweep.json", report)
     write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(result.points).to_csv(index=False).encode())
+    report["medians"] = sweep_medians(result)
+    report["bounds"] = result.bounds
+    write_json(out_dir / "sweep.json", report)
+    mechanisms = ", ".join(f"`{m}`" for m in result.mechanisms)
     lines = [f"# Scaling sweep: {result.scenario.name} ({result.grid} grid)", "",
-             f"Mechanism `{result.scenario.mechanism.kind}`. {report['definition']}.", "",
-             "| parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | theory in CI | "
-             "censored runs |", "|---|---|---:|---|---:|---|---:|"]
+             f"Mechanism{'s' if len(result.mechanisms) > 1 else ''} {mechanisms}. {report['definition']}.", "",
+             "| mechanism | parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | "
+             "theory in CI | censored runs |", "|---|---|---|---:|---|---:|---|---:|"]
     for f in result.fits:
         slope = "n/a" if f["slope"] is None else f"{f['slope']:+.2f}"
         ci = "n/a" if f["slope"] is None else f"[{f['ci_low']:+.2f}, {f['ci_high']:+.2f}]"
         th = "n/a" if f["theory_slope"] is None else f"{f['theory_slope']:+.2f}"
         inside = {None: "n/a", True: "yes", False: "**no**"}[f["theory_in_ci"]]
-        lines.append(f"| {f['parameter']} | {', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | "
-                     f"{inside} | {f['censored']} |")
+        lines.append(f"| {f.get('mechanism', result.mechanisms[0])} | {f['parameter']} | "
+                     f"{', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | {inside} | "
+                     f"{f['censored']} |")
     lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
               "(their constants are unknown, so only slopes are compared).", ""]
+    lines += _median_tables(result, report["medians"])
     write_text(out_dir / "sweep.md", "\n".join(lines))
     _plot_sweep(result, out_dir / "scaling.png")
     return report
+
+
+def sweep_medians(result) -> list[dict]:
+    """Per axis value and mechanism: the median U* over replicates, censored runs counted as ``max_users``.
+
+    ``censored_median`` is set when the median itself is censored (then it is only a lower bound).
+    """
+    cap = result.scenario.sweep.max_users
+    rows = []
+    for fit in result.fits:
+        label = fit.get("mechanism", result.mechanisms[0])
+        for value in fit["values"]:
+            runs = [p["u_star"] for p in result.points if p["parameter"] == fit["parameter"]
+                    and p.get("mechanism", label) == label and p["value"] == value]
+            median = float(np.median([cap if u is None else u for u in runs]))
+            rows.append({"parameter": fit["parameter"], "value": value, "mechanism": label, "median": median,
+                         "censored": sum(u is None for u in runs), "runs": len(runs),
+                         "censored_median": median >= cap})
+    return rows
+
+
+def _median_tables(result, medians: list[dict]) -> list[str]:
+    """Markdown: per axis, median U* of every mechanism and every lower bound at each value."""
+    lines = []
+    for fit in result.fits[:: len(result.mechanisms)]:
+        parameter = fit["parameter"]
+        names = list(dict.fromkeys(b["bound"] for b in result.bounds if b["parameter"] == parameter))
+        head = [f"`{m}` median U*" for m in result.mechanisms] + [f"bound: {n}" for n in names]
+        lines += [f"Median U* over {result.scenario.sweep.replicates} replicates (≥: the median run was censored; "
+                  f"(k) = k runs censored), lower bounds beside:", "",
+                  f"| {parameter} | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
+        for value in fit["values"]:
+            cells = []
+            for m in result.mechanisms:
+                row = next(r for r in medians if r["parameter"] == parameter and r["mechanism"] == m
+                           and r["value"] == value)
+                cells.append(("≥" if row["censored_median"] else "") + f"{row['median']:,.0f}"
+                             + (f" ({row['censored']})" if row["censored"] else ""))
+            for n in names:
+                users = next(b["users"] for b in result.bounds if b["parameter"] == parameter
+                             and b["bound"] == n and b["value"] == value)
+                cells.append(f"{users:,.3g}")
+            lines.append(f"| {value:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if result.bounds:
+        drawn = list(dict.fromkeys(b["bound"] for b in result.bounds))
+        scope = {"fano": "Fano's is for two item clusters", "scarce": "the scarce one is stated (C = 1) for "
+                 "w = o(N^(1/3)) and eps <= ln 2", "adaptive": "the adaptive one (C = 1) for w = 1"}
+        lines += ["Bounds (`mechanisms/theory.py`, ALGORITHMS.md A): "
+                  + "; ".join(dict.fromkeys(b["label"] for b in result.bounds)) + ". "
+                  + "; ".join(scope[n] for n in drawn) + ".", ""]
+    return lines
 
 
 def _plot_sweep(result, path: Path) -> None:
@@ -240,25 +297,63 @@ def _plot_sweep(result, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fits = result.fits
-    fig, axes = plt.subplots(1, len(fits), figsize=(4.2 * len(fits), 3.6), squeeze=False)
-    for ax, fit in zip(axes[0], fits):
-        pts = [p for p in result.points if p["parameter"] == fit["parameter"]]
-        done = [p for p in pts if p["u_star"] is not None]
-        ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], "o", alpha=0.6, label="U* (runs)")
-        theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
-        if theory and done:
-            tx, tu = np.array(theory).T
-            # theory has an unknown constant: scale it to the measured points (least squares in log space)
-            measured = np.array([p["u_star"] for p in done], float)
-            at = np.interp([p["value"] for p in done], tx, tu)
-            scale = np.exp(np.mean(np.log(measured) - np.log(at)))
-            ax.loglog(tx, tu * scale, "-", label=f"theory (slope {fit['theory_slope']:+.2f})")
-        if fit["slope"] is not None:
-            ax.set_title(f"slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]", fontsize=9)
-        ax.set_xlabel(fit["parameter"])
+    mechanisms = result.mechanisms
+    axes_fits = result.fits[:: len(mechanisms)]
+    markers, colours = "osD^v<>", plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    cap = result.scenario.sweep.max_users
+    wide = len(mechanisms) > 1 or bool(result.bounds)  # a legend outside the axes
+    fig, axes = plt.subplots(1, len(axes_fits), figsize=((8.4 if wide else 4.2) * len(axes_fits), 4.2),
+                             squeeze=False)
+    for ax, first in zip(axes[0], axes_fits):
+        parameter = first["parameter"]
+        titles = []
+        for m, label in enumerate(mechanisms):
+            fit = next(f for f in result.fits if f["parameter"] == parameter
+                       and f.get("mechanism", mechanisms[0]) == label)
+            colour = colours[m % len(colours)]
+            pts = [p for p in result.points if p["parameter"] == parameter and p.get("mechanism", label) == label]
+            done = [p for p in pts if p["u_star"] is not None]
+            cut = [p for p in pts if p["u_star"] is None]
+            ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], markers[m % len(markers)],
+                      color=colour, alpha=0.55, label=f"{label}: U* (runs)")
+            if cut:
+                ax.loglog([p["value"] for p in cut], [cap] * len(cut), "^", color=colour, alpha=0.55, mfc="none",
+                          label=f"{label}: censored at {cap:,}")
+            med = [(v, np.median([cap if p["u_star"] is None else p["u_star"] for p in pts if p["value"] == v]))
+                   for v in fit["values"]]
+            ax.loglog(*zip(*med), "-", color=colour, lw=1.5)
+            theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
+            if theory and done:
+                tx, tu = np.array(theory).T
+                # theory has an unknown constant: scale it to the measured points (least squares in log space)
+                measured = np.array([p["u_star"] for p in done], float)
+                at = np.interp([p["value"] for p in done], tx, tu)
+                scale = np.exp(np.mean(np.log(measured) - np.log(at)))
+                ax.loglog(tx, tu * scale, ":", color=colour, label=f"{label}: theory, scaled "
+                                                                  f"(slope {fit['theory_slope']:+.2f})")
+            if fit["slope"] is not None:
+                titles.append(f"{label} {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
+        for k, name in enumerate(dict.fromkeys(b["bound"] for b in result.bounds if b["parameter"] == parameter)):
+            rows = [b for b in result.bounds if b["parameter"] == parameter and b["bound"] == name]
+            rows = [b for b in rows if b["users"] >= 1]  # a bound below one user says nothing
+            if rows:
+                ax.loglog([b["value"] for b in rows], [b["users"] for b in rows], "--", color="0.35",
+                          dashes=(2 + 2 * k, 2), lw=1.2, label=f"lower bound, {rows[0]['label']}")
+        ax.set_title("fitted slopes: " + "\n".join(titles) if titles else parameter, fontsize=7)
+        ax.set_xticks(first["values"], [f"{v:g}" for v in first["values"]])
+        ax.minorticks_off()
+        ax.set_xlabel(parameter)
+        if parameter == "population.ratings_per_user" and "n_items" in result.scenario.population.model_fields:
+            n = result.scenario.population.n_items  # the information regimes read better as w / N
+            top = ax.secondary_xaxis("top", functions=(lambda w: w / n, lambda r: r * n))
+            top.set_xlabel(f"w / N (N = {n})", fontsize=8)
+            top.set_xticks([v / n for v in first["values"]], [f"{v / n:.2g}" for v in first["values"]])
+            top.minorticks_off()
         ax.set_ylabel("users needed U*")
-        ax.legend(fontsize=8)
+        if wide:
+            ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        else:
+            ax.legend(fontsize=6.5)
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -195,6 +195,12 @@ class SweepConfig(BaseModel):
     max_users: int = Field(2_000_000, ge=10)
     start_users: int = Field(100, ge=1)
     checkpoints_per_decade: int = Field(20, ge=1)
+    compare: list[MechanismConfig] = Field(
+        default_factory=list, description="more mechanisms measured on the same grids, worlds and seeds as "
+                                          "the scenario's (each axis applies to each of them)")
+    bounds: list[Literal["fano", "scarce", "adaptive"]] = Field(
+        default_factory=list, description="lower bounds on U drawn beside U* (mechanisms/theory.py): Fano, "
+                                          "N^2/(w (e^eps - 1)^2), N log N")
 
 
 class Scenario(BaseModel):
@@ -258,18 +264,23 @@ class Scenario(BaseModel):
         if self.sweep is None:
             return self
         data = self.model_dump(mode="json", exclude={"sweep"})
-        for a, axis in enumerate(self.sweep.axes):
-            section, _, key = axis.parameter.partition(".")
-            if key not in type(getattr(self, section)).model_fields:
-                raise ParameterError("sweep", f"axes[{a}].parameter: {section} of kind "
-                                              f"{getattr(self, section).kind!r} has no parameter {key!r}")
-            for value in axis.grid(full=False) + axis.grid(full=True):
-                try:
-                    Scenario.model_validate(axis.apply(data, value), context=info.context)
-                except ValidationError as exc:
-                    problem = exc.errors()[0]
-                    raise ParameterError("sweep", f"axes[{a}]: {axis.parameter} = {value} is invalid: "
-                                                  f"{problem['msg']}") from None
+        contenders = [self.mechanism, *self.sweep.compare]
+        for c, mechanism in enumerate(contenders):
+            variant = data | {"mechanism": mechanism.model_dump(mode="json")}
+            where = "" if c == 0 else f" (compare[{c - 1}]: {mechanism.kind})"
+            for a, axis in enumerate(self.sweep.axes):
+                section, _, key = axis.parameter.partition(".")
+                config = mechanism if section == "mechanism" else getattr(self, section)
+                if key not in type(config).model_fields:
+                    raise ParameterError("sweep", f"axes[{a}].parameter: {section} of kind "
+                                                  f"{config.kind!r} has no parameter {key!r}{where}")
+                for value in axis.grid(full=False) + axis.grid(full=True):
+                    try:
+                        Scenario.model_validate(axis.apply(variant, value), context=info.context)
+                    except ValidationError as exc:
+                        problem = exc.errors()[0]
+                        raise ParameterError("sweep", f"axes[{a}]: {axis.parameter} = {value} is invalid"
+                                                      f"{where}: {problem['msg']}") from None
         return self
 
     def fingerprint(self) -> str:

@@ -1,0 +1,216 @@
+"""Private Frank–Wolfe matrix completion with joint DP (Jain, Thakkar, Thakurta 2018; seed 004, ALGORITHMS.md B).
+
+Each round ``t = 1..T`` every user ``i`` sends ``A_i = P_Ω(Y_i − Y*_i)``
+(a sparse row); the server sums ``W = Σ A_iᵀA_i``, adds symmetric Gaussian
+noise and publishes the top eigenpair ``(v̂_t, λ̂_t)`` of ``Ŵ`` (or runs
+private Oja on ``A`` with matrix–vector products only). At the next round —
+or, after the last, in its personal output — the user takes the Frank–Wolfe
+step ``Y_i ← Π_{L,Ω}((1 − 1/T) Y_i − (k/T) û_i v̂_tᵀ)``, ``û_i = A_i v̂_t/λ̂'_t``.
+A user's row is kept as coefficients over the published ``v̂``'s.
+
+Privacy: ``‖P_Ω(Y_i)‖ ≤ L`` (the projection) and ``‖P_Ω(Y*_i)‖ ≤ L`` (each
+user's observed ratings are clipped to norm L before use, so the bound holds
+for any data) give ``‖A_i‖ ≤ 2L``. Replacing one user changes ``W`` by the
+difference of two PSD rank-one matrices of norm ≤ 4L², so by at most
+``4√2·L²`` in Frobenius norm (the upper triangle, which is what the noise
+covers, by no more). Each Oja step releases ``AᵀAv + g`` (unit ``v``), which
+changes by at most ``4L²``, as does ``‖Av‖²``. The claim is (ε, δ)-joint DP
+at user level over replace-one neighbours, from the accountant.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from annotated_types import Ge, Gt, Lt
+from scipy import sparse
+
+from .base import ParameterError, UserBatch, WorldInfo
+from .matrix_completion import GramCompletion, GramState, LowRankRows, symmetric_gaussian, top_eigenpair
+
+
+@dataclass
+class FrankWolfeState(GramState):
+    """The server: this round's sum and the eigenpairs it has published."""
+
+    eigenvalues: np.ndarray = None  # (t,): λ̂_t
+    shifted: np.ndarray = None  # (t,): λ̂'_t, the step's denominators
+    unnoised: np.ndarray | None = None  # the last round's exact top eigenvector (leaky twin only)
+
+
+@dataclass
+class PrivateFrankWolfe(GramCompletion):
+    """Algorithm 1 of Jain et al.: private FW, global/local split, (ε, δ)-joint DP per user."""
+
+    #: k = nuclear_scale * sqrt(users * items): the nuclear-norm ball of ``‖Y‖_* ≤ k``
+    nuclear_scale: Annotated[float, Gt(0)] = 1.0
+    #: failure probability in the eigenvalue shift sqrt(σ log(n/β)) n^(1/4)
+    beta: Annotated[float, Gt(0), Lt(1)] = 0.01
+    eigen: Literal["exact", "oja"] = "exact"
+    oja_steps: Annotated[int, Ge(1)] = 50
+    #: σ from the accountant (exactly ε at δ) or the paper's formula L²·sqrt(64 T log(1/δ))/ε (exact only)
+    calibration: Literal["accountant", "paper"] = "accountant"
+    name: str = field(default="private_frank_wolfe", init=False, repr=False)
+    #: twin switch: the last step uses the un-noised top eigenvector (see the broken twins below)
+    leak_unnoised: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.epsilon > 2 * math.log(1 / self.delta):
+            raise ParameterError("epsilon", f"Algorithm 1 needs epsilon <= 2 log(1/delta) = "
+                                            f"{2 * math.log(1 / self.delta):.3g}")
+        if self.calibration == "paper" and self.eigen == "oja":
+            raise ParameterError("calibration", "the paper's formula is for the exact eigenvector; "
+                                                "use calibration: accountant with eigen: oja")
+        super().__post_init__()
+
+    # ------------------------------------------------------------ the claim
+
+    def _sensitivity(self) -> float:
+        """Ŵ's sensitivity (module docstring); for Oja, that of one step's ``AᵀAv`` (and of ``‖Av‖²``)."""
+        return super()._sensitivity() if self.eigen == "exact" else 4.0 * self.row_bound ** 2
+
+    def _releases_per_round(self) -> int:
+        return 1 if self.eigen == "exact" else self.oja_steps + 1
+
+    def _sigma(self) -> float:
+        if self.calibration == "paper":
+            return self.row_bound ** 2 * math.sqrt(64 * self.iterations * math.log(1 / self.delta)) / self.epsilon
+        return super()._sigma()
+
+    # ------------------------------------------------------------ the server
+
+    def init_state(self, world: WorldInfo) -> FrankWolfeState:
+        n = world.n_items
+        return FrankWolfeState(world, np.zeros((n, n)), [], np.zeros((0, n)), eigenvalues=np.zeros(0),
+                               shifted=np.zeros(0))
+
+    def broadcast(self, state: FrankWolfeState) -> dict[str, Any]:
+        return {"basis": state.basis, "shifted": state.shifted, "eigenvalues": state.eigenvalues,
+                "nuclear_bound": self._nuclear_bound(state)}
+
+    def _nuclear_bound(self, state: FrankWolfeState) -> float:
+        return self.nuclear_scale * math.sqrt(max(state.n_users, 1) * state.world.n_items)
+
+    def aggregate(self, state: FrankWolfeState, queries, messages: sparse.csr_array) -> FrankWolfeState:
+        if self.eigen == "oja":
+            state.blocks.append(messages)  # Oja needs the rows themselves, not their n x n sum
+            if not self.leak_unnoised:  # the leaky twin also sums the exact W
+                state.n_users += messages.shape[0] if state.basis.shape[0] == 0 else 0
+                return state
+        return super().aggregate(state, queries, messages)
+
+    def end_round(self, state: FrankWolfeState, rng: np.random.Generator) -> FrankWolfeState:
+        n = state.world.n_items
+        if self.eigen == "exact":
+            value, v = top_eigenpair(state.gram + symmetric_gaussian(n, self.noise.spent, rng))
+        else:
+            value, v = self._oja(state.blocks, n, rng)
+        if self.leak_unnoised:
+            state.unnoised = top_eigenpair(state.gram)[1]
+        eigenvalue = math.sqrt(max(value, 0.0))
+        shift = math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 if self.noise_on else 0.0
+        state.basis = np.vstack([state.basis, v])
+        state.eigenvalues = np.append(state.eigenvalues, eigenvalue)
+        state.shifted = np.append(state.shifted, max(eigenvalue + shift, 1e-12))
+        state.gram, state.blocks = np.zeros((n, n)), []
+        return state
+
+    def _oja(self, blocks: list, n: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+        """Algorithm 2 (private Oja): Γ noisy power steps on ``AᵀA`` with matrix–vector products only."""
+        a = sparse.vstack(blocks, format="csr") if blocks else sparse.csr_array((0, n))
+        sigma, steps = self.noise.spent, self.oja_steps
+        eta = 1.0 / (max(self.noise.sigma, 1e-12) * math.sqrt(n * steps))
+        v = rng.normal(0.0, 1.0, n)  # the paper draws N(0, σ²I): only its direction matters
+        v /= np.linalg.norm(v)
+        for _ in range(steps):
+            v = v + eta * (a.T @ (a @ v) + rng.normal(0.0, sigma, n))
+            v /= np.linalg.norm(v)
+        v *= np.sign(v[np.argmax(np.abs(v))])
+        return float(np.linalg.norm(a @ v) ** 2 + rng.normal(0.0, sigma)), v
+
+    def estimate(self, state: FrankWolfeState) -> dict[str, np.ndarray]:
+        """The published eigenpairs: ``basis`` (v̂_t as rows) and ``eigenvalues`` (λ̂_t)."""
+        return {"basis": state.basis.copy(), "eigenvalues": state.eigenvalues.copy()}
+
+    # ------------------------------------------------------------ the users
+
+    def init_carried(self, n_users: int) -> np.ndarray:
+        return np.zeros((n_users, self.iterations))
+
+    def _step(self, targets, coefficients: np.ndarray, basis: np.ndarray, shifted: np.ndarray,
+              nuclear_bound: float) -> np.ndarray:
+        """The FW step with the newest published v̂ (row t of ``basis``): new coefficients."""
+        t = basis.shape[0]
+        previous = basis[:t - 1]
+        residual = self._residual(targets, coefficients[:, :t - 1], previous)
+        u = (residual @ basis[t - 1]) / shifted[t - 1]
+        new = coefficients.copy()
+        new[:, :t - 1] *= 1.0 - 1.0 / self.iterations
+        new[:, t - 1] = -(nuclear_bound / self.iterations) * u
+        return self._projected(targets, new, basis)
+
+    def respond(self, users: UserBatch, queries, published: dict, carried: np.ndarray,
+                rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
+        targets = self._targets(users)
+        basis = published["basis"]
+        t = basis.shape[0]
+        if t:
+            carried = self._step(targets, carried, basis, published["shifted"], published["nuclear_bound"])
+        return self._residual(targets, carried[:, :t], basis), carried
+
+    def personal_output(self, users: UserBatch, carried: np.ndarray, state: FrankWolfeState) -> LowRankRows:
+        """Y_i^(T): the last step with v̂_T, as coefficients over v̂_1..v̂_T."""
+        basis = state.basis
+        if self.leak_unnoised:
+            basis = np.vstack([basis[:-1], state.unnoised])
+        coefficients = self._step(self._targets(users), carried, basis, state.shifted, self._nuclear_bound(state))
+        return LowRankRows(coefficients[:, :basis.shape[0]], basis)
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"nuclear_scale": self.nuclear_scale, "eigen": self.eigen}
+
+
+@dataclass
+class FrankWolfe(PrivateFrankWolfe):
+    """Non-private Frank–Wolfe (the utility baseline): the same protocol with no noise and no shift.
+
+    It claims nothing (ε = ∞); ``epsilon`` and ``delta`` are ignored.
+    """
+
+    epsilon: Annotated[float, Gt(0)] = 1.0
+    name: str = field(default="frank_wolfe", init=False, repr=False)
+    noise_on: bool = field(default=False, init=False, repr=False)
+
+
+@dataclass
+class PrivateFrankWolfeNoNoise(PrivateFrankWolfe):
+    """Broken twin: claims the private mechanism's (ε, δ) but adds no noise (keeps the eigenvalue shift)."""
+
+    name: str = field(default="private_frank_wolfe_no_noise", init=False, repr=False)
+    spend_noise: bool = field(default=False, init=False, repr=False)
+
+
+@dataclass
+class PrivateFrankWolfeNoProjection(PrivateFrankWolfe):
+    """Broken twin: skips Π_{L,Ω} and the clipping of ratings, so ‖A_i‖ ≤ 2L no longer holds."""
+
+    name: str = field(default="private_frank_wolfe_no_projection", init=False, repr=False)
+    project: bool = field(default=False, init=False, repr=False)
+
+
+@dataclass
+class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe):
+    """Broken twin: publishes the noisy v̂'s, but users' last step uses the un-noised top eigenvector.
+
+    The releases are exactly as private as the correct mechanism's; only the
+    other users' outputs carry the un-noised global quantity.
+    """
+
+    name: str = field(default="private_frank_wolfe_leaky_outputs", init=False, repr=False)
+    leak_unnoised: bool = field(default=True, init=False, repr=False)
+
+
+__all__ = ["PrivateFrankWolfe", "FrankWolfe", "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection",
+           "PrivateFrankWolfeLeakyOutputs", "FrankWolfeState"]
