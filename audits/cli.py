@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from pathlib import Path
 
-from .io.store import ProgressMismatch
+from .executors import MAX_WORKERS, ExecutorUnavailable
+from .io.store import FolderBusy, FolderUnusable, ProgressMismatch, hold_folder
+from .io.yamlio import ScenarioError, one_line
 from .utility import utility_summary
-from .io.yamlio import ScenarioError
 
-EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT = 0, 1, 2
+#: 1 is only ever a verdict; a crash is 3, so it never reads as one
+EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+#: failures of the user's input or environment, reported in one line with exit 2
+BAD_INPUT = (ScenarioError, ProgressMismatch, FolderBusy, FolderUnusable, ExecutorUnavailable)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,21 +87,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.workers is not None and args.workers < 1:
-        print("--workers: must be >= 1", file=sys.stderr)
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
-    try:
-        result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
-                              workers=args.workers, report=say)
-    except ProgressMismatch as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
-        print(f"{args.scenario}: the audit cannot show the claim: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    report = write_reports(result, out)
+    with hold_folder(out):  # checked (and held) before any simulation
+        try:
+            result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
+                                  workers=args.workers, report=say)
+        except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
+            print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        report = write_reports(result, out)
     a = report["audit"]
     print(f"{scenario.name}: claim ε={report['claim']['epsilon']:g} (δ={report['claim']['delta']:g}); "
           f"ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence (ceiling {a['ceiling']:.3f}); "
@@ -114,8 +118,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.workers is not None and args.workers < 1:
-        print("--workers: must be >= 1", file=sys.stderr)
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if scenario.sweep is None:
         print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
@@ -123,19 +127,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
-    try:
+    with hold_folder(out):
         result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
                            workers=args.workers, report=say)
-    except ProgressMismatch as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    write_sweep_reports(result, out)
+        write_sweep_reports(result, out)
     print((out / "sweep.md").read_text())
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "list":
         return _cmd_list()
     if args.command == "validate":
@@ -143,6 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         return _cmd_sweep(args)
     return _cmd_run(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 done, 1 violated (with --fail-on-violation), 2 bad input, 3 internal error."""
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BAD_INPUT as exc:
+        print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("recaudit: interrupted (finished blocks are saved; --resume continues)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a crash must never read as a verdict
+        if os.environ.get("RECAUDIT_TRACEBACK"):
+            traceback.print_exc()
+        print(one_line(f"recaudit: internal error (exit {EXIT_INTERNAL}, not a verdict): "
+                       f"{type(exc).__name__}: {exc}; set RECAUDIT_TRACEBACK=1 for the traceback"), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from simulator.transcript import Recorder
 from .designs import DESIGNS, AuditJob
 from .executors import open_executor
 from .io.scenario import Scenario, build, build_estimator, build_schedule
-from .io.store import Progress
+from .io.store import Progress, hold_folder
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
 from .utility import accuracy_curve, completion_rmse
@@ -84,7 +84,20 @@ class AuditResult:
 def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool = False,
                  executor_kind: str | None = None, workers: int | None = None,
                  report: Callable[[str], None] = lambda _: None) -> AuditResult:
-    """Simulate the world, audit the mechanism's claim, measure utility."""
+    """Simulate the world, audit the mechanism's claim, measure utility.
+
+    ``out_dir`` (held exclusively for the run) receives each trial block as it
+    finishes; the executor is reached before any simulation, so a bad address
+    or folder fails at once.
+    """
+    ex = scenario.executor
+    with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
+                                             ex.address) as executor:
+        return _run(scenario, out_dir, resume, executor_kind or ex.kind, executor, report)
+
+
+def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
+         report: Callable[[str], None]) -> AuditResult:
     started = time.time()
     base_dir = getattr(scenario, "_base_dir", None)
     root = np.random.SeedSequence(scenario.seed)
@@ -115,13 +128,12 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     curve = accuracy_curve(transcript, catalogue.item_labels)
     world_seconds = time.time() - started
 
-    progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume)
-    ex = scenario.executor
-    with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
-        report(f"design {design.name}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
-               f" ({executor_kind or ex.kind})")
-        output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,
-                               progress, report)
+    progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume,
+                        warn=report)
+    report(f"design {design.name}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
+           f" ({executor_kind})")
+    output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,
+                           progress, report)
     audit_seconds = time.time() - started - world_seconds
 
     family = len(output.runs) * len(attack_configs)

@@ -29,9 +29,9 @@ from simulator.learning import checkpoints, learning_curve
 from simulator.population import POPULATIONS
 from simulator.seeds import child_seed, stream
 
-from .executors import open_executor
+from .executors import as_finished, open_executor
 from .io.scenario import Scenario, build
-from .io.store import Progress
+from .io.store import Progress, hold_folder
 from .utility import clustering_accuracy
 
 
@@ -152,10 +152,6 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         raise ValueError("the scenario has no sweep: block")
     data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
-    progress = Progress(out_dir / "progress-sweep" if out_dir else None,
-                        {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
-                        what="scenario or grid")
-
     configs = [scenario.mechanism, *sweep.compare]
     labels = contender_labels(configs)
     tasks, variants = [], {}
@@ -171,18 +167,22 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         return "task-{}-{}-{}".format(*task[:3]) + (f"-m{task[3]}" if task[3] else "")
 
     ex = scenario.executor
-    with open_executor(executor_kind or ex.kind, workers or ex.workers, ex.address) as executor:
-        futures = {}
+    with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
+                                             ex.address) as executor:
+        progress = Progress(out_dir / "progress-sweep" if out_dir else None,
+                            {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
+                            what="scenario or grid", warn=report)
+        todo = []
         for task in tasks:
             saved = progress.load_json(key(task))
             if saved is not None:
                 results[task] = saved
             else:
-                futures[task] = executor.submit(sweep_task, variants[task[:2] + task[3:]], base_dir, *task[:3])
-        for n, (task, future) in enumerate(futures.items(), 1):
-            results[task] = future.result()
-            progress.save_json(key(task), results[task])
-            report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
+                todo.append((task, sweep_task, (variants[task[:2] + task[3:]], base_dir, *task[:3])))
+        for n, (task, result) in enumerate(as_finished(executor, todo), 1):
+            results[task] = result
+            progress.save_json(key(task), result)
+            report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
                    f"{labels[task[3]]})")
 
     points, fits, bounds = [], [], []

@@ -318,10 +318,12 @@ def test_duplicate_keys_all_reported(tmp_path):
     ]
 
 
-def test_recursive_alias_does_not_hang(tmp_path):
-    data, lines = load_yaml(write(tmp_path, "a: &x [1, *x]\n"))
-    assert data["a"][1] is data["a"]
-    assert lines[("a", 0)] == 1
+def test_recursive_alias_is_refused_in_one_line(tmp_path):
+    # a value that contains itself cannot be validated or fingerprinted: refused, not hung
+    path = write(tmp_path, "seed: 1\na: &x [1, *x]\n")
+    with pytest.raises(ScenarioError) as info:
+        load_yaml(path)
+    assert info.value.messages == [f"{path}:2: recursive alias: a value may not contain itself"]
 
 
 # --------------------------------------------------------------------------
@@ -511,12 +513,34 @@ def test_multiple_documents_rejected(tmp_path):
     ]
 
 
-def test_alias_bomb_is_bounded(tmp_path):
+def test_alias_bomb_is_refused_in_one_line(tmp_path):
+    # 10**9 values once expanded: validating them would never end, so the document is refused
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
-    data, line_map = load_yaml(write(tmp_path, "\n".join(lines) + "\n"))
-    assert len(line_map) <= 200_001
-    assert data["a8"][0] is data["a7"]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ScenarioError) as info:
+        load_yaml(path)
+    sizes = [11]  # a0: the list and its 10 scalars; each next level: the list and 10 copies of the last
+    for _ in range(8):
+        sizes.append(1 + 10 * sizes[-1])
+    total = 1 + 9 + sum(sizes)  # the root mapping, its 9 keys and their values
+    assert info.value.messages == [f"{path}:1: aliases expand the document to {total:.3g} values (more than "
+                                   f"100000); write the values out"]
+
+
+def test_merge_key_alias_bomb_is_refused_quickly(tmp_path):
+    # each level merges the previous one twice: PyYAML's flattening alone took > 60 s on this
+    lines = ["m0: &m0 {k0: 1}"]
+    lines += [f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}], k{i}: 1}}" for i in range(1, 40)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ScenarioError) as info:
+        load_yaml(path)
+    assert len(info.value.messages) == 1 and "aliases expand the document" in info.value.messages[0]
+
+
+def test_small_aliases_still_load(tmp_path):
+    data, _ = load_yaml(write(tmp_path, "a: &a [1, 2]\nb: *a\nbase: &b {x: 1}\nc: {<<: *b, y: 2}\n"))
+    assert data == {"a": [1, 2], "b": [1, 2], "base": {"x": 1}, "c": {"x": 1, "y": 2}}
 
 
 class Ranged(BaseModel):

@@ -22,6 +22,8 @@ from simulator.neighbours import NeighbourPolicy, TargetPair
 from simulator.seeds import child_seed
 from simulator.transcript import Transcript, View, others_view, releases_view, target_view, watched_messages
 
+from ..executors import as_finished
+
 
 class DesignError(ValueError):
     """The design cannot audit this mechanism or claim."""
@@ -117,20 +119,20 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes."""
     sizes = block_sizes(trials, block_size)
     results: dict[tuple[int, int], dict] = {}
-    futures = {}
+    todo = []
     for target, pair in enumerate(pairs):
         for index, size in enumerate(sizes):
             saved = progress.load_arrays(f"block-{target:03d}-{index:06d}")
             if saved is not None and saved["scores"].shape[-1] == size:
                 results[target, index] = saved
             else:
-                futures[target, index] = executor.submit(block, job, pair, target, index, size)
+                todo.append(((target, index), block, (job, pair, target, index, size)))
     if results:
         report(f"resumed {len(results)} of {len(sizes) * len(pairs)} trial blocks")
-    for n, ((target, index), future) in enumerate(futures.items(), 1):
-        results[target, index] = future.result()
-        progress.save_arrays(f"block-{target:03d}-{index:06d}", results[target, index])
-        report(f"trial block {n}/{len(futures)} done")
+    for n, ((target, index), result) in enumerate(as_finished(executor, todo), 1):
+        results[target, index] = result
+        progress.save_arrays(f"block-{target:03d}-{index:06d}", result)
+        report(f"trial block {n}/{len(todo)} done")
     merged = []
     for target in range(len(pairs)):
         blocks = [results[target, b] for b in range(len(sizes))]

@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator,
+                      model_validator)
 
 import copy
 
@@ -26,9 +28,13 @@ from simulator.population import POPULATIONS
 from ..designs import DESIGNS, DesignError
 from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
 
+from ..executors import MAX_WORKERS
+from .limits import LimitsConfig, estimate, over_limits
 from .yamlio import ScenarioError, format_validation_error, load_yaml
 
-STRICT = ConfigDict(extra="forbid")
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite: `horizon: .inf` never ends
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+DASK_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}")
 
 
 def _dataclass_fields(cls: type) -> dict[str, tuple[Any, Any]]:
@@ -154,8 +160,15 @@ class ExecutorConfig(BaseModel):
 
     model_config = STRICT
     kind: Literal["serial", "processes", "dask"] = "serial"
-    workers: int = Field(2, ge=1)
+    workers: int = Field(2, ge=1, le=MAX_WORKERS)
     address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
+
+    @field_validator("address")
+    @classmethod
+    def _address_form(cls, address: str | None) -> str | None:
+        if address is not None and (not DASK_ADDRESS.fullmatch(address) or int(address.rsplit(":", 1)[1]) > 65535):
+            raise ValueError("must be a scheduler address such as tcp://host:8786")
+        return address
 
 
 class SweepAxis(BaseModel):
@@ -221,10 +234,21 @@ class Scenario(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sweep: SweepConfig | None = None
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, name: str) -> str:
+        if not SAFE_NAME.fullmatch(name):
+            raise ValueError("must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                             "(it names the output folder runs/<name>)")
+        return name
 
     @model_validator(mode="after")
     def _mechanism_fits_the_world(self) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
+        for field, message in over_limits(estimate(self, build(self.mechanism, MECHANISMS)), self.limits)[:1]:
+            raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population
         if pop.kind in ("sbm", "sbm_stars", "rank_one"):
             world = WorldInfo(pop.n_items, pop.ratings_per_user, len(getattr(pop, "item_cluster_weights", (0, 0))))
@@ -283,7 +307,7 @@ class Scenario(BaseModel):
 
     def fingerprint(self) -> str:
         """A hash of everything that determines the results (not the executor)."""
-        data = self.model_dump(mode="json", exclude={"executor", "description"})  # includes sweep
+        data = self.model_dump(mode="json", exclude={"executor", "description", "limits"})  # includes sweep
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

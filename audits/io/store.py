@@ -1,27 +1,51 @@
 """The one atomic store: every file recaudit writes goes through here (reports, progress, sweeps).
 
-A write lands in a temporary file in the same folder and is renamed over the
-target, so a reader (or a resumed run) sees the old file or the new one,
-never half of one.
+A write lands in a uniquely named temporary file in the same folder and is
+renamed over the target, so a reader (or a resumed run) sees the old file or
+the new one, never half of one. An output folder is held by one run at a time
+(:func:`hold_folder`); every saved unit of work carries the fingerprint of what
+produced it and a checksum of its content, and a unit that is corrupt or
+foreign is recomputed (with a one-line warning), never reused.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no folder lock
+    fcntl = None
+
+TEMP_SUFFIX = ".tmp"
+LOCK_NAME = ".recaudit.lock"
+
+
+def _atomic(path: Path, fill: Callable[[Any], None]) -> None:
+    """Let ``fill`` write a unique temporary file next to ``path``, then rename it over ``path``."""
+    path = Path(path)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX,
+                                     delete=False) as handle:
+        try:
+            fill(handle)
+        except BaseException:
+            handle.close()
+            os.unlink(handle.name)
+            raise
+    os.chmod(handle.name, 0o644)  # temporary files are private (0600); the result is an ordinary file
+    os.replace(handle.name, path)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                     delete=False) as handle:
-        handle.write(data)
-    os.replace(handle.name, path)
+    _atomic(path, lambda handle: handle.write(data))
 
 
 def write_text(path: Path, text: str) -> None:
@@ -34,58 +58,192 @@ def write_json(path: Path, data: Any) -> None:
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """A ``.npz`` of ``arrays``, atomically."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                     delete=False) as handle:
-        np.savez(handle, **arrays)
-    os.replace(handle.name, path)
+    _atomic(path, lambda handle: np.savez(handle, **arrays))
+
+
+def remove_temporaries(directory: Path) -> int:
+    """Delete temporaries left by killed writers in ``directory`` (hold its lock first); returns how many."""
+    removed = 0
+    for leftover in Path(directory).glob(f".*{TEMP_SUFFIX}"):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+            removed += 1
+    return removed
+
+
+class FolderBusy(RuntimeError):
+    """Another run holds the output folder."""
+
+
+class FolderUnusable(RuntimeError):
+    """The output folder cannot be created or written."""
+
+
+_held: dict[Path, list] = {}  # folders this process holds: path -> [lock file, depth]
+
+
+@contextlib.contextmanager
+def hold_folder(directory: Path | None) -> Iterator[None]:
+    """Hold ``directory`` exclusively for this process (created if needed); re-entrant.
+
+    A second process (or a second run in this one, through another path to the
+    same folder after this one released it) gets :class:`FolderBusy` at once;
+    an unusable folder gives :class:`FolderUnusable`. Temporaries left by killed
+    writers are removed once the folder is held.
+    """
+    if directory is None:
+        yield
+        return
+    try:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        key = directory.resolve()
+    except OSError as exc:
+        raise FolderUnusable(f"{directory}: cannot create the output folder ({exc.strerror or exc})") from None
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield
+        finally:
+            _held[key][1] -= 1
+        return
+    try:
+        handle = open(key / LOCK_NAME, "a+")
+    except OSError as exc:
+        raise FolderUnusable(f"{directory}: cannot write in the output folder ({exc.strerror or exc})") from None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise FolderBusy(f"{directory}: another recaudit run (pid {holder}) is writing to this folder; "
+                                 "wait for it to finish or choose another --out") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        remove_temporaries(key)
+        _held[key] = [handle, 1]
+        try:
+            yield
+        finally:
+            del _held[key]
+    finally:
+        handle.close()  # closing releases the lock
 
 
 class ProgressMismatch(RuntimeError):
     """Saved progress in the output folder belongs to another scenario, seed or grid."""
 
 
+def _digest_arrays(arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def _digest_json(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+_META = "__recaudit_meta__"
+
+
 class Progress:
     """Finished units of work (trial blocks, sweep tasks) on disk, keyed by what determines them.
 
-    ``key`` (e.g. the scenario's fingerprint) is stamped in the folder; with
-    ``resume`` a different stamp is an error, without it old units are removed.
+    ``key`` (e.g. the scenario's fingerprint) is stamped in the folder and in
+    every unit with a checksum of the unit's content. With ``resume`` a folder
+    stamped with another key is an error; without it old units are removed.
+    A unit that cannot be read, fails its checksum or carries another stamp is
+    not reused: ``warn`` gets one line and the caller recomputes it.
+    The folder must be held (:func:`hold_folder`) while a Progress writes to it.
     """
 
-    def __init__(self, directory: Path | None, key: dict, resume: bool, what: str = "scenario or seed"):
+    def __init__(self, directory: Path | None, key: dict, resume: bool, what: str = "scenario or seed",
+                 warn: Callable[[str], None] = lambda _: None):
         self.directory = directory
+        self.stamp = _digest_json(key)
+        self.warn = warn
         if directory is None:
             return
         directory.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(directory)
         stamp = directory / "fingerprint.json"
         if resume and stamp.exists():
-            previous = json.loads(stamp.read_text())
-            if previous != key:
+            previous = self._read_stamp(stamp)
+            if previous is not None and previous != key:
                 raise ProgressMismatch(f"{directory}: saved progress belongs to another {what} "
                                        f"({previous} != {key}); remove it or run without --resume")
+            if previous is None:  # every unit still proves its own origin
+                write_json(stamp, key)
         else:
             for old in [*directory.glob("*.npz"), *directory.glob("*.json")]:
                 old.unlink()
             write_json(stamp, key)
 
+    def _read_stamp(self, stamp: Path) -> Any:
+        try:
+            return json.loads(stamp.read_text())
+        except (OSError, ValueError) as exc:
+            self.warn(f"{stamp}: unreadable ({type(exc).__name__}); rewriting it, checking each saved unit")
+            return None
+
     def _path(self, name: str, suffix: str) -> Path:
         return self.directory / f"{name}{suffix}"
 
+    def _refuse(self, path: Path, why: str) -> None:
+        self.warn(f"{path}: {why}; recomputing it")
+
     def load_arrays(self, name: str) -> dict[str, np.ndarray] | None:
-        if self.directory is None or not self._path(name, ".npz").exists():
+        """The saved unit ``name``, or None when absent, unreadable, corrupt or foreign."""
+        path = self._path(name, ".npz") if self.directory is not None else None
+        if path is None or not path.exists():
             return None
-        with np.load(self._path(name, ".npz")) as saved:
-            return dict(saved)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                arrays = {k: saved[k] for k in saved.files}
+            meta = json.loads(str(arrays.pop(_META)))
+        except Exception as exc:  # any damage to the file means it is not reused
+            self._refuse(path, f"unreadable saved block ({type(exc).__name__})")
+            return None
+        if meta.get("stamp") != self.stamp:
+            self._refuse(path, "saved block belongs to another scenario")
+            return None
+        if meta.get("sha256") != _digest_arrays(arrays):
+            self._refuse(path, "saved block fails its checksum")
+            return None
+        return arrays
 
     def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         if self.directory is not None:
-            write_arrays(self._path(name, ".npz"), arrays)
+            meta = json.dumps({"stamp": self.stamp, "sha256": _digest_arrays(arrays)})
+            write_arrays(self._path(name, ".npz"), {**arrays, _META: np.array(meta)})
 
     def load_json(self, name: str) -> Any | None:
-        if self.directory is None or not self._path(name, ".json").exists():
+        """Like :meth:`load_arrays`, for JSON units."""
+        path = self._path(name, ".json") if self.directory is not None else None
+        if path is None or not path.exists():
             return None
-        return json.loads(self._path(name, ".json").read_text())
+        try:
+            saved = json.loads(path.read_text())
+            stamp, checksum, data = saved["stamp"], saved["sha256"], saved["data"]
+        except Exception as exc:
+            self._refuse(path, f"unreadable saved unit ({type(exc).__name__})")
+            return None
+        if stamp != self.stamp:
+            self._refuse(path, "saved unit belongs to another scenario")
+            return None
+        if checksum != _digest_json(data):
+            self._refuse(path, "saved unit fails its checksum")
+            return None
+        return data
 
     def save_json(self, name: str, data: Any) -> None:
         if self.directory is not None:
-            write_json(self._path(name, ".json"), data)
+            write_json(self._path(name, ".json"), {"stamp": self.stamp, "sha256": _digest_json(data), "data": data})

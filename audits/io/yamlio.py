@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -29,6 +30,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
     "ScenarioError",
+    "one_line",
     "load_yaml",
     "line_for",
     "format_validation_error",
@@ -39,9 +41,18 @@ __all__ = [
 _ROOT_LABEL = "<root>"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 # Upper bound on recorded locations: protects the walk against alias bombs
 # ("billion laughs"); beyond it the map is just less precise.
 _MAX_LOCATIONS = 200_000
+# Upper bound on the values a document holds once every alias is expanded:
+# a scenario has a few hundred; an alias bomb has billions.
+MAX_EXPANDED_VALUES = 100_000
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: newlines and other control characters escaped (``\\n``, ``\\x1b``)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
 
 
 class ScenarioError(Exception):
@@ -53,7 +64,7 @@ class ScenarioError(Exception):
     def __init__(self, messages: list[str] | str):
         if isinstance(messages, str):
             messages = [messages]
-        self.messages: list[str] = list(messages)
+        self.messages: list[str] = [one_line(m) for m in messages]
         super().__init__("\n".join(self.messages))
 
     def __str__(self) -> str:
@@ -80,22 +91,76 @@ _FLOAT_RE = re.compile(
 
 
 class _ScenarioLoader(yaml.SafeLoader):
-    """SafeLoader with a corrected float resolver.
+    """SafeLoader with a corrected float resolver, no implicit dates, and located constructor faults.
 
     Duplicate keys are detected while walking the composed node tree (see
     ``_walk``), where the full location of every key is known.
     """
 
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        # PyYAML's constructors raise plain Python errors for some values
+        # (`!!timestamp 2020-13-45` -> ValueError, `!!binary` of bad base64,
+        # `!!int` out of range...); give them the value's position.
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this {_tag_name(node)} value ({type(exc).__name__}: {exc})",
+                node.start_mark) from None
+
+
+def _tag_name(node: Node) -> str:
+    return node.tag.rsplit(":", 1)[-1] if isinstance(node.tag, str) else "YAML"
+
 
 # Private copy of the resolver table with the float entry replaced in place
-# (same position, so resolution order is unchanged); SafeLoader is untouched.
+# (same position, so resolution order is unchanged) and no implicit dates (a
+# scenario has no dates: `name: 2020-13-45` is a string); SafeLoader is untouched.
 _ScenarioLoader.yaml_implicit_resolvers = {
     first: [
         (tag, _FLOAT_RE if tag == _FLOAT_TAG else regexp)
         for tag, regexp in resolvers
+        if tag != _TIMESTAMP_TAG
     ]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def _expanded_size(root: Node, path: str) -> int:
+    """Values in the document with every alias expanded; raises ScenarioError on recursive aliases.
+
+    Shared nodes are sized once (memoised by identity), so an alias bomb is
+    measured in time linear in its text, not in its expansion.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            children = _children(node)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in children), sys.maxsize)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ScenarioError(f"{path}:{node.start_mark.line + 1}: recursive alias: a value may not contain itself")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 def _yaml_error_line(exc: yaml.YAMLError, text: str) -> tuple[int, str]:
@@ -276,7 +341,11 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
             loader = _ScenarioLoader(text)  # may raise ReaderError
             node = loader.get_single_node()
             if node is None:
-                raise ScenarioError(f"{path}: file is empty (expected a mapping of keys)")
+                raise ScenarioError(f"{path}:1: file is empty (expected a mapping of keys)")
+            size = _expanded_size(node, path)
+            if size > MAX_EXPANDED_VALUES:
+                raise ScenarioError(f"{path}:{node.start_mark.line + 1}: aliases expand the document to "
+                                    f"{size:.3g} values (more than {MAX_EXPANDED_VALUES}); write the values out")
             walker = _Walker(loader, path)
             walker.walk(node, ())
             if walker.errors:
@@ -290,6 +359,9 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
                 else "YAML syntax error"
             )
             raise ScenarioError(f"{path}:{line}: {kind}: {problem}") from None
+        except RecursionError:
+            line = loader.get_mark().line + 1 if loader is not None else 1
+            raise ScenarioError(f"{path}:{line}: YAML error: nested too deeply") from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -1,0 +1,204 @@
+"""Nothing lost, nobody in: killed runs resume to the same report; one folder holds one run.
+
+Runs are real processes (forked from this already-imported test process, so
+each starts in milliseconds) killed with SIGKILL, with their executor's
+workers, at random moments drawn from a fixed seed.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import audits.io.report  # noqa: F401  (imported before forking: children start at once)
+from audits.cli import main
+from audits.io.store import Progress
+from tests.conftest import SCENARIOS
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs fork and process groups")
+FORK = multiprocessing.get_context("fork")
+
+
+def scenario(tmp_path: Path, seed: int = 20261122, name: str = "s.yaml") -> Path:
+    data = yaml.safe_load((SCENARIOS / "quickstart.yaml").read_text())
+    data["seed"] = seed
+    data["churn"].update(arrival_rate=200, horizon=10.0, release_interval=5.0)
+    data["audit"].update(trials=6000, block_size=300, targets=2)  # 2 targets x 20 blocks
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _child(argv: list[str]) -> None:
+    os.setpgrp()  # its own group, so a kill takes its pool workers with it
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os._exit(main(argv))
+
+
+def start(argv: list[str]):
+    process = FORK.Process(target=_child, args=(argv,))
+    process.start()
+    return process
+
+
+def kill(process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.join()
+
+
+def finish(argv: list[str], timeout: float = 300) -> int:
+    process = start(argv)
+    process.join(timeout)
+    assert process.exitcode is not None, "run did not finish"
+    return process.exitcode
+
+
+def outputs(out: Path) -> tuple[dict, bytes]:
+    report = json.loads((out / "report.json").read_text())
+    report.pop("timing")
+    return report, (out / "trials.csv").read_bytes()
+
+
+def saved_blocks(out: Path) -> int:
+    return len(list((out / "progress").glob("block-*.npz")))
+
+
+def leftovers(out: Path) -> list[Path]:
+    return [p for p in out.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("executor, kills", [("serial", 6), ("processes", 5),
+                                             pytest.param("serial", 30, marks=pytest.mark.slow),
+                                             pytest.param("processes", 30, marks=pytest.mark.slow)])
+def test_killed_runs_resume_to_the_uninterrupted_report(tmp_path, executor, kills):
+    path = scenario(tmp_path)
+    args = ["run", str(path), "--executor", executor, "--workers", "2"]
+    started = time.monotonic()
+    assert finish(args + ["--out", str(tmp_path / "reference")]) == 0
+    duration = time.monotonic() - started
+    reference = outputs(tmp_path / "reference")
+
+    out = tmp_path / "killed"
+    # kill moments from a fixed seed: every other run at a uniform time over an uninterrupted run's
+    # duration (world, blocks, reports), the others once a random number of further blocks is saved
+    rng = np.random.default_rng(11)
+    finished_early, saved_after_kill = 0, []
+    for k in range(kills):
+        process = start(args + ["--out", str(out)] + (["--resume"] if k else []))
+        if k % 2:
+            process.join(rng.uniform(0.05, 1.0) * duration)
+        else:
+            target = min(39, saved_blocks(out) + int(rng.integers(1, 8)))
+            while process.is_alive() and saved_blocks(out) < target:
+                time.sleep(0.0005)
+        if process.exitcode is not None:  # it finished before the kill: fine, keep going
+            finished_early += 1
+            assert process.exitcode == 0
+        kill(process)
+        saved_after_kill.append(saved_blocks(out))
+    assert finished_early < kills, "no run was ever killed"
+    # blocks are saved as they finish (serial included): some kill left part of the 40 blocks on disk
+    assert any(0 < n < 40 for n in saved_after_kill), saved_after_kill
+    assert finish(args + ["--out", str(out), "--resume"]) == 0
+    assert outputs(out) == reference  # same bound, verdict and every trial's score: none lost or repeated
+    assert leftovers(out) == []
+
+
+def test_two_runs_into_one_folder(tmp_path, capsys):
+    first, second = scenario(tmp_path, seed=1, name="a.yaml"), scenario(tmp_path, seed=2, name="b.yaml")
+    assert finish(["run", str(second), "--out", str(tmp_path / "b-alone")]) == 0
+    out = tmp_path / "shared"
+    running = start(["run", str(first), "--out", str(out)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / ".recaudit.lock").exists() or not (out / ".recaudit.lock").read_text().strip():
+            assert time.monotonic() < deadline and running.is_alive()
+            time.sleep(0.01)
+        capsys.readouterr()
+        for extra in ([], ["--resume"]):
+            code = main(["run", str(second), "--out", str(out), "--quiet"] + extra)
+            err = capsys.readouterr().err.strip()
+            assert code == 2 and err.endswith("another recaudit run (pid "
+                                              f"{running.pid}) is writing to this folder; wait for it to finish "
+                                              "or choose another --out")
+        code = main(["run", str(first), "--out", str(out), "--quiet"])  # the same scenario is no exception
+        assert code == 2
+    finally:
+        running.join(300)
+    assert running.exitcode == 0
+    # the finished first run's progress is not the second's: --resume refuses it in one line ...
+    assert main(["run", str(second), "--out", str(out), "--resume", "--quiet"]) == 2
+    assert "saved progress belongs to another scenario or seed" in capsys.readouterr().err
+    # ... and a folder whose stamp was overwritten still never lends the first run's blocks to the second
+    from audits.io.scenario import load_scenario
+
+    (out / "progress" / "fingerprint.json").write_text(json.dumps({"fingerprint": load_scenario(second).fingerprint()}))
+    assert main(["run", str(second), "--out", str(out), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("saved block belongs to another scenario; recomputing it") == 40
+    assert outputs(out) == outputs(tmp_path / "b-alone")
+
+
+def test_corrupt_blocks_are_recomputed_with_one_line_each(tmp_path, capsys):
+    path = scenario(tmp_path)
+    out = tmp_path / "o"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    reference = outputs(out)
+    blocks = sorted((out / "progress").glob("block-*.npz"))
+    blocks[0].write_bytes(blocks[0].read_bytes()[:100])  # cut short: not a zip any more
+    blocks[1].write_bytes(b"garbage")
+    saved = np.load(blocks[2])  # a valid file whose scores were altered after stamping
+    arrays = {k: saved[k] for k in saved.files}
+    arrays["scores"] = arrays["scores"] + 1.0
+    with open(blocks[2], "wb") as handle:
+        np.savez(handle, **arrays)
+    (out / "progress" / ".block-000-000001.npz.x1y2.tmp").write_bytes(b"half a write")
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "recomputing" in line]
+    assert lines == [f"[recaudit] {blocks[0]}: unreadable saved block (BadZipFile); recomputing it",
+                     f"[recaudit] {blocks[1]}: unreadable saved block (ValueError); recomputing it",
+                     f"[recaudit] {blocks[2]}: saved block fails its checksum; recomputing it"]
+    assert outputs(out) == reference
+    assert leftovers(out) == []
+
+
+def test_a_corrupt_folder_stamp_is_not_a_traceback(tmp_path):
+    warnings = []
+    (tmp_path / "fingerprint.json").write_bytes(b"\x00\x01not json")
+    progress = Progress(tmp_path, {"fingerprint": "abc"}, resume=True, warn=warnings.append)
+    assert warnings == [f"{tmp_path / 'fingerprint.json'}: unreadable (JSONDecodeError); rewriting it, "
+                        "checking each saved unit"]
+    assert json.loads((tmp_path / "fingerprint.json").read_text()) == {"fingerprint": "abc"}
+    progress.save_json("unit", {"u_star": 5})
+    assert progress.load_json("unit") == {"u_star": 5}
+    assert Progress(tmp_path, {"fingerprint": "abc"}, resume=True).load_json("unit") == {"u_star": 5}
+
+
+def test_serial_runs_save_each_block_as_it_finishes(tmp_path):
+    from audits.executors import SerialExecutor, as_finished
+
+    directory = tmp_path / "p"
+    progress = Progress(directory, {"k": 1}, resume=False)
+    seen = []
+
+    def task(i):
+        seen.append(sorted(p.name for p in directory.glob("unit-*.json")))  # saved before this one starts
+        return i
+
+    for key, result in as_finished(SerialExecutor(), [(i, task, (i,)) for i in range(4)]):
+        progress.save_json(f"unit-{key}", result)
+    assert seen == [[], ["unit-0.json"], ["unit-0.json", "unit-1.json"], ["unit-0.json", "unit-1.json", "unit-2.json"]]
