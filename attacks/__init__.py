@@ -1,11 +1,13 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
+from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
     "sketch_agreement": SketchAgreementAttack,
+    **OUTPUT_ATTACKS,
 }
 
 
@@ -17,4 +19,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "Attack", "LikelihoodRatioAttack", "get_attack"]
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "HistogramAttack", "LikelihoodRatioAttack",
+           "LogisticAttack", "OutputAttack", "get_attack"]
