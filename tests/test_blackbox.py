@@ -1,0 +1,165 @@
+"""Black-box audits: learned attacks on vector/index/mixed outputs, neighbour search, errors.
+
+Statistical assertions: "consistent" verdicts run at alpha = 1e-6, so each
+fails falsely with probability ≤ 1e-6 (the bound's validity: the attack is
+fitted and the test chosen on runs that are never counted). "Violated"
+verdicts have their margins stated; every seed is fixed.
+"""
+import numpy as np
+import pytest
+
+from attacks import ATTACKS
+from attacks.learned import HistogramAttack, LogisticAttack, output_table
+from audits.harness import (
+    NeighbourCandidates,
+    assert_dp,
+    assert_not_dp,
+    candidate_pairs,
+    run_audit,
+    search_neighbours,
+)
+from mechanisms import PrivacyClaim
+from mechanisms.reference import GaussianCount, LaplaceCount
+from mechanisms.vector_reference import (
+    VECTOR_BROKEN,
+    VECTOR_REFERENCE,
+    ReportNoisyMax,
+)
+
+#: (name, claimed ε, method, trials per world in the default suite). Margins of the broken
+#: twins at these sizes (seed 1, measured): vector Laplace ε_LB 1.86 vs 1; Gaussian histogram
+#: (GDP) 2.66 vs 2; noisy-max index 2.38 vs 0.5, value 7.0 vs 0.5; sparse vector 1.77 vs 1.
+CASES = [
+    ("vector_laplace", 1.0, "clopper-pearson", 100_000),
+    ("gaussian_histogram", 2.0, "gdp", 100_000),
+    ("report_noisy_max_index", 0.5, "clopper-pearson", 50_000),
+    ("report_noisy_max_value", 0.5, "clopper-pearson", 50_000),
+    ("sparse_vector", 1.0, "clopper-pearson", 100_000),
+]
+
+
+@pytest.mark.parametrize("name, eps, method, trials", CASES, ids=[c[0] for c in CASES])
+def test_vector_references_verdicts_without_a_score(name, eps, method, trials):
+    # correct: false failure <= 1e-6; broken: a wrong "not shown" needs the bound to drop
+    # by the margin above (tens of standard deviations at these sizes)
+    correct, broken = VECTOR_REFERENCE[name](eps), VECTOR_BROKEN[name](eps)
+    assert not hasattr(correct, "score") and not hasattr(broken, "score")
+    ok = assert_dp(correct, trials=trials, alpha=1e-6, seed=1, method=method)
+    assert ok.epsilon_lb <= eps
+    bad = assert_not_dp(broken, trials=trials, alpha=1e-6, seed=1, method=method)
+    assert bad.epsilon_lb > eps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, eps, method, trials", CASES, ids=[c[0] for c in CASES])
+def test_vector_references_verdicts_at_a_million(name, eps, method, trials):
+    # the done-means size: 10⁶ runs per world, alpha = 1e-6 both ways
+    assert_dp(VECTOR_REFERENCE[name](eps), trials=1_000_000, alpha=1e-6, seed=2, method=method)
+    assert_not_dp(VECTOR_BROKEN[name](eps), trials=1_000_000, alpha=1e-6, seed=2, method=method)
+
+
+def test_auto_picks_the_attack_by_output_shape():
+    run = run_audit(ReportNoisyMax(1.0, "index"), trials=5_000, alpha=0.05, seed=3)
+    assert run.attack == "histogram"
+    run = run_audit(VECTOR_REFERENCE["vector_laplace"](1.0), trials=5_000, alpha=0.05, seed=3)
+    assert run.attack == "boosted"
+    run = run_audit(VECTOR_REFERENCE["vector_laplace"](1.0), trials=5_000, alpha=0.05, seed=3, attack="logistic")
+    assert run.attack == "logistic"
+
+    class Scalar:
+        claim, neighbours = (1.0, 0.0), (0, 1)
+
+        def sample(self, value, n, rng):
+            return value + rng.laplace(0, 1.0, n)
+
+    assert run_audit(Scalar(), trials=5_000, alpha=0.05, seed=3).attack == "identity"
+    assert run_audit(LaplaceCount(1.0), trials=5_000, alpha=0.05, seed=3).attack == "score"
+    assert {"histogram", "logistic", "boosted"} <= set(ATTACKS)
+
+
+def test_sorted_sampler_is_not_flagged():
+    # a sampler returning its runs sorted: without the seeded permutation the first half
+    # (selection) and second half (evaluation) differ systematically. False failure <= 1e-6.
+    class Sorted:
+        claim, neighbours = (1.0, 0.0), (0, 1)
+
+        def sample(self, value, n, rng):
+            return np.sort(value + rng.laplace(0, 1.0, n))
+
+    assert assert_dp(Sorted(), trials=20_000, alpha=1e-6, seed=4).epsilon_lb <= 1.0
+
+
+def test_errors_name_the_shape_and_what_is_needed():
+    class Ragged:
+        claim, neighbours = (1.0, 0.0), (0, 1)
+
+        def sample(self, value, n, rng):
+            return [rng.random(k) for k in range(1, 4)]
+
+    with pytest.raises(ValueError, match=r"world 0.*need one output per run on axis 0.*\(1000,\)"):
+        run_audit(Ragged(), trials=1_000)
+
+    class Vector5:
+        claim, neighbours = (1.0, 0.0), (0, 1)
+
+        def sample(self, value, n, rng):
+            return value + rng.laplace(0, 1.0, (n, 5))
+
+    with pytest.raises(ValueError, match=r"expected 1000 scores.*got 5000.*vectors of 5"):
+        run_audit(Vector5(), trials=1_000, score=lambda x: np.ravel(x))
+    with pytest.raises(ValueError, match="discrete"):
+        run_audit(Vector5(), trials=1_000, attack="histogram")
+    with pytest.raises(ValueError, match="one number per trial"):
+        run_audit(Vector5(), trials=1_000, attack="identity")
+    with pytest.raises(ValueError, match="attack must be one of"):
+        run_audit(Vector5(), trials=1_000, attack="bogus")
+    with pytest.raises(ValueError, match="not both"):
+        run_audit(Vector5(), trials=1_000, attack="logistic", score=lambda x: x[:, 0])
+
+
+def test_gdp_refuses_claims_without_a_gaussian_curve():
+    with pytest.raises(ValueError, match="Gaussian trade-off curve"):
+        run_audit(LaplaceCount(1.0), claim=PrivacyClaim(1.0, 1e-5, model="central"), method="gdp", trials=1_000)
+    with pytest.raises(ValueError, match="Gaussian trade-off curve"):
+        run_audit(GaussianCount.from_epsilon(1.0), claim=(1.0, 1e-5), method="gdp", trials=1_000)
+    assert run_audit(GaussianCount.from_epsilon(1.0), method="gdp", trials=1_000).bound.method == "gdp"
+
+
+def test_histogram_attack_is_the_exact_log_ratio():
+    rng = np.random.default_rng(5)
+    x0 = output_table(rng.integers(0, 3, 30_000), 30_000)
+    x1 = output_table(rng.choice(3, 30_000, p=[0.2, 0.3, 0.5]), 30_000)
+    attack = HistogramAttack().fit_outputs(x0, x1)
+    got = attack.score_outputs(output_table(np.array([0, 1, 2, 7]), 4))
+    expected = np.log([0.2, 0.3, 0.5]) - np.log(1 / 3)
+    np.testing.assert_allclose(got[:3], expected, atol=0.05)  # ~4 sd of the count noise
+    assert got[3] == pytest.approx(0.0)  # an unseen output: the prior ratio
+    with pytest.raises(ValueError, match="max_categories"):
+        HistogramAttack(max_categories=2).fit_outputs(x0, x1)
+
+
+def test_mixed_and_structured_outputs_make_one_table():
+    table = output_table((np.arange(4), np.ones((4, 2)), np.array([True, False, True, True])), 4)
+    assert table.values.shape == (4, 4) and table.discrete.tolist() == [True, False, False, True]
+    table = output_table({"i": np.arange(3), "v": np.zeros(3)}, 3)
+    assert table.values.shape == (3, 2)
+    logistic = LogisticAttack().fit_outputs(output_table(np.zeros((50, 2)), 50), output_table(np.ones((50, 2)), 50))
+    assert logistic.score_outputs(output_table(np.ones((1, 2)), 1))[0] > 0
+
+
+def test_neighbour_search_finds_the_bad_pattern_and_keeps_alpha():
+    # noisy max with Laplace(2/ε) is ε-DP for every pattern: no pair flagged (false failure
+    # <= 1e-6 over the whole family, Holm). Its broken twin is caught on the worst pair.
+    pairs = candidate_pairs([3.0, 3.0, 3.0, 3.0])
+    assert len(pairs) == 7 and isinstance(pairs, NeighbourCandidates)
+    correct = ReportNoisyMax(0.5, "index")
+    search = search_neighbours(correct, pairs, trials=20_000, alpha=1e-6, seed=6)
+    assert not search.violated and len(search.runs) == 7
+    assert_dp(correct, neighbours=pairs, trials=20_000, alpha=1e-6, seed=6)
+    broken = VECTOR_BROKEN["report_noisy_max_index"](0.5)
+    with pytest.raises(AssertionError, match="worst of 7 candidate pairs"):
+        assert_dp(broken, neighbours=pairs, trials=20_000, alpha=1e-6, seed=6)
+    worst = search_neighbours(broken, pairs, trials=20_000, alpha=1e-6, seed=6).worst
+    assert worst.bound.epsilon_lb > 0.5
+    with pytest.raises(ValueError, match="pattern"):
+        candidate_pairs([1.0, 2.0], patterns=["sideways"])
