@@ -72,6 +72,16 @@ class AuditRun:
     def violated(self) -> bool:
         return self.bound.epsilon_lb > self.claimed_epsilon
 
+    def epsilon_curve(self, deltas) -> np.ndarray:
+        """ε_LB at each δ from the one fixed test's counts (Clopper–Pearson).
+
+        The rate bounds are the only random quantities and ε(δ) is a fixed
+        function of them, so the whole curve holds at once with confidence 1 − α.
+        """
+        b = self.bound
+        return np.atleast_1d(epsilon_lower_bound(b.false_pos, b.n_neg, b.false_neg, b.n_pos, b.alpha,
+                                                 np.asarray(deltas, dtype=float)))
+
 
 def _resolve_claim(mechanism, claim) -> PrivacyClaim:
     claim = claim if claim is not None else getattr(mechanism, "claim", None)

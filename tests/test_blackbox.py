@@ -217,3 +217,24 @@ def test_learned_attack_coverage(name, make, trials):
     exceed = sum(run_audit(mech, trials=trials, alpha=0.05, seed=s, attack=attack).bound.epsilon_lb > 1.0
                  for s in seeds)
     assert exceed <= 40
+
+
+@pytest.mark.parametrize("kind", ["histogram", "logistic"])
+def test_learned_attacks_run_in_scenarios(write_scenario, quickstart_data, kind):
+    # the quickstart (MaxSense, eps = 1) with a learned attack instead of the likelihood ratio: fitted on
+    # the design's own training stream. Consistent with probability >= 1 - alpha (alpha = 1e-6).
+    from audits.io.scenario import load_scenario
+    from audits.runner import run_scenario
+    from tests.conftest import small_world
+
+    data = small_world(quickstart_data, 20_000)
+    data["attack"] = {"kind": kind}
+    data["audit"]["alpha"] = 1e-6
+    result = run_scenario(load_scenario(write_scenario(data)))
+    assert result.verdict == "consistent" and 0 < result.strongest.estimate.epsilon_lb <= 1.0
+
+
+def test_epsilon_curve_from_one_fixed_test():
+    run = run_audit(VECTOR_REFERENCE["vector_laplace"](1.0), trials=20_000, alpha=1e-3, seed=8, attack="logistic")
+    curve = run.epsilon_curve([0.0, 1e-3, 1e-2, 0.1])
+    assert curve[0] == pytest.approx(run.bound.epsilon_lb) and np.all(np.diff(curve) <= 0)
