@@ -209,7 +209,7 @@ class _FeatureMap:
         return np.hstack(parts)
 
 
-def _fit_rows(table0, table1, max_fit: int | None, seed) -> tuple[np.ndarray, np.ndarray]:
+def _fit_rows(table0, table1, max_fit: int | None) -> tuple[np.ndarray, np.ndarray]:
     if max_fit is not None:
         table0, table1 = table0.take(slice(0, max_fit)), table1.take(slice(0, max_fit))
     x = np.vstack([table0.values, table1.values])
@@ -228,7 +228,7 @@ class LogisticAttack(OutputAttack):
     def fit_outputs(self, table0, table1, seed=0):
         from sklearn.linear_model import LogisticRegression
 
-        x, y = _fit_rows(table0, table1, self.max_fit, seed)
+        x, y = _fit_rows(table0, table1, self.max_fit)
         self._features = _FeatureMap(x, table0.discrete)
         self._model = LogisticRegression(C=self.C, max_iter=1000).fit(self._features(x), y)
         return self
@@ -253,10 +253,10 @@ class BoostedAttack(OutputAttack):
     def fit_outputs(self, table0, table1, seed=0):
         from sklearn.ensemble import HistGradientBoostingClassifier
 
-        x, y = _fit_rows(table0, table1, self.max_fit, seed)
+        x, y = _fit_rows(table0, table1, self.max_fit)
         self._features = _FeatureMap(x, table0.discrete)
-        random_state = int(np.random.SeedSequence(seed).generate_state(1)[0]) if not isinstance(
-            seed, np.random.SeedSequence) else int(seed.generate_state(1)[0])
+        sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        random_state = int(sequence.generate_state(1)[0])
         self._model = HistGradientBoostingClassifier(
             max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
             early_stopping=True, random_state=random_state).fit(self._features(x), y)
