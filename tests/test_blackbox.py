@@ -18,6 +18,7 @@ from audits.harness import (
     run_audit,
     search_neighbours,
 )
+from audits.pytest_plugin import DPAudit
 from mechanisms import PrivacyClaim
 from mechanisms.reference import GaussianCount, LaplaceCount
 from mechanisms.vector_reference import (
@@ -161,6 +162,8 @@ def test_neighbour_search_finds_the_bad_pattern_and_keeps_alpha():
         assert_dp(broken, neighbours=pairs, trials=20_000, alpha=1e-6, seed=6)
     worst = search_neighbours(broken, pairs, trials=20_000, alpha=1e-6, seed=6).worst
     assert worst.bound.epsilon_lb > 0.5
+    via_fixture = DPAudit(seed=6).search_neighbours(broken, pairs, trials=20_000, alpha=1e-6).worst
+    assert via_fixture.bound == worst.bound
     with pytest.raises(ValueError, match="pattern"):
         candidate_pairs([1.0, 2.0], patterns=["sideways"])
 
