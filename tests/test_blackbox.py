@@ -241,3 +241,11 @@ def test_epsilon_curve_from_one_fixed_test():
     run = run_audit(VECTOR_REFERENCE["vector_laplace"](1.0), trials=20_000, alpha=1e-3, seed=8, attack="logistic")
     curve = run.epsilon_curve([0.0, 1e-3, 1e-2, 0.1])
     assert curve[0] == pytest.approx(run.bound.epsilon_lb) and np.all(np.diff(curve) <= 0)
+
+
+def test_cp_upper_at_extreme_alpha_is_a_number():
+    # p-values bisect alpha down to 1e-300; scipy's beta.isf gives nan there when the bound is ~1
+    from audits.stats.bounds import cp_upper
+
+    assert cp_upper(995, 1_000, 5e-301) == 1.0
+    assert 0.99 < cp_upper(990, 1_000, 5e-301) <= 1.0

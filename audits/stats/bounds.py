@@ -163,6 +163,9 @@ def cp_upper(k, n, alpha: float) -> float | np.ndarray:
     full = k >= n
     b = np.where(full, 1.0, n - k)  # placeholder b for k == n avoids nan
     upper = stats.beta.isf(alpha, k + 1.0, b)  # = ppf(1 − alpha), accurate for tiny alpha
+    # scipy returns nan where the bound rounds to 1 at extreme alphas (e.g. k = 995 of 1000 at 5e-301):
+    # 1 is then the bound to float precision, and an upper bound of 1 is always valid
+    upper = np.where(np.isnan(upper), 1.0, upper)
     return _scalar_or_array(np.where(full, 1.0, upper))
 
 
