@@ -1,5 +1,6 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
+from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
@@ -9,6 +10,7 @@ ATTACKS: dict[str, type[Attack]] = {
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
+    **OUTPUT_ATTACKS,
 }
 
 
@@ -20,4 +22,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "Attack", "LikelihoodRatioAttack", "get_attack"]
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "HistogramAttack", "LikelihoodRatioAttack",
+           "LogisticAttack", "OutputAttack", "get_attack"]

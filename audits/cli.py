@@ -40,7 +40,32 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check scenario files and report every problem")
     val.add_argument("scenarios", type=Path, nargs="+")
     sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators")
+    plan = sub.add_parser("plan", help="trials per world needed to show a true epsilon against a claim")
+    plan.add_argument("--true-epsilon", type=float, required=True)
+    plan.add_argument("--claimed-epsilon", type=float, required=True)
+    plan.add_argument("--delta", type=float, default=0.0)
+    plan.add_argument("--alpha", type=float, default=1e-3)
+    plan.add_argument("--power", type=float, default=0.9)
+    plan.add_argument("--shape", choices=["pure", "gaussian"], default="pure",
+                      help="trade-off curve of the true mechanism (pure: tightest eps-DP; gaussian: mu-GDP)")
     return parser
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from .stats.planning import plan_trials
+
+    try:
+        p = plan_trials(args.true_epsilon, args.claimed_epsilon, args.alpha, args.power, args.delta, args.shape)
+    except ValueError as exc:
+        print(f"recaudit plan: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{p.trials} trials per world ({p.evaluation_runs} counted) show true eps = {p.true_epsilon:g} against "
+          f"claimed eps = {p.claimed_epsilon:g} (delta = {p.delta:g}) with power {p.power:.3f} at alpha = {p.alpha:g}")
+    print(f"  best test on the {p.shape} curve: FPR = {p.fpr:.4g}, FNR = {p.fnr:.4g}; ceiling at that size "
+          f"{p.ceiling:.3f}")
+    print(f"  below {p.trials_for_ceiling} trials per world the ceiling is under the claim: no audit can show it")
+    print("  assumes an attack reaching the curve; a learned attack also needs its fitting runs")
+    return EXIT_OK
 
 
 def _cmd_list() -> int:
@@ -136,6 +161,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "plan":
+        return _cmd_plan(args)
     if args.command == "list":
         return _cmd_list()
     if args.command == "validate":

@@ -14,26 +14,45 @@ claim with probability ≤ ``alpha``. So:
   question (more trials, a better ``score``), and impossible to pass when
   the ceiling — the bound at perfect separation — is not above the claim.
 
-A mechanism is any object with ``sample(value, n, rng) -> array`` returning
-``n`` independent outputs on the dataset ``value``; optional attributes
-``claim`` (a :class:`mechanisms.base.PrivacyClaim`, or anything with
-``epsilon`` and ``delta``), ``neighbours`` (a pair of dataset values) and
-``score(outputs) -> array`` fill in what the call leaves out. Randomness:
-``np.random.SeedSequence(seed).spawn(2)``, one child per world, so a fixed
-seed reproduces the audit exactly.
+A mechanism is any object with ``sample(value, n, rng)`` returning ``n``
+independent outputs on the dataset ``value``: an array of shape ``(n,)``
+(scalars), ``(n, d)`` (vectors, indices) or a tuple/dict of such arrays
+(mixed outputs). Optional attributes ``claim`` (a
+:class:`mechanisms.base.PrivacyClaim`, or anything with ``epsilon`` and
+``delta``), ``neighbours`` (a pair of dataset values) and
+``score(outputs) -> array`` fill in what the call leaves out. Without a
+hand-written score, scalar outputs are their own score and other outputs are
+scored by a learned attack (:mod:`attacks.learned`) fitted on selection runs
+only. Randomness: ``np.random.SeedSequence(seed).spawn(4)``: world 0, world 1,
+the permutation of each world's runs before splitting, the attack's fit; so
+a fixed seed reproduces the audit exactly.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from .stats.bounds import BoundResult, split_epsilon_bound, split_gdp_bound
+from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, output_table
+from mechanisms import PrivacyClaim
 
-__all__ = ["METHODS", "AuditRun", "as_seed_sequence", "run_audit", "assert_dp", "assert_not_dp", "format_bound"]
+from .stats.bounds import BoundResult, epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, \
+    heldout_epsilon_bound, heldout_gdp_bound, holm_adjust
+from .stats.estimators import GaussianDP
+from .stats.pvalues import p_value_from_bound
+
+__all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
+           "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
+           "assert_not_dp", "format_bound"]
 
 METHODS = ("clopper-pearson", "gdp")
+#: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
+#: ``identity`` (the scalar output) or a learned attack's name (attacks.learned.OUTPUT_ATTACKS).
+ATTACK_CHOICES = ("auto", "identity", *OUTPUT_ATTACKS)
+#: Share of the selection runs a learned attack is fitted on (the rest choose the threshold).
+FIT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -46,34 +65,45 @@ class AuditRun:
     trials: int
     seed: Any
     neighbours: tuple
+    attack: str = "score"
+    p_value: float | None = None
 
     @property
     def violated(self) -> bool:
         return self.bound.epsilon_lb > self.claimed_epsilon
 
+    def epsilon_curve(self, deltas) -> np.ndarray:
+        """ε_LB at each δ from the one fixed test's counts (Clopper–Pearson).
 
-def _resolve_claim(mechanism, claim) -> tuple[float, float]:
+        The rate bounds are the only random quantities and ε(δ) is a fixed
+        function of them, so the whole curve holds at once with confidence 1 − α.
+        """
+        b = self.bound
+        return np.atleast_1d(epsilon_lower_bound(b.false_pos, b.n_neg, b.false_neg, b.n_pos, b.alpha,
+                                                 np.asarray(deltas, dtype=float)))
+
+
+def _resolve_claim(mechanism, claim) -> PrivacyClaim:
     claim = claim if claim is not None else getattr(mechanism, "claim", None)
     if claim is None:
         raise ValueError("no claim: pass claim=... or give the mechanism a .claim")
+    if isinstance(claim, PrivacyClaim):
+        return claim
     if isinstance(claim, (tuple, list)):
         epsilon, delta = (float(x) for x in claim)
-    else:
-        epsilon, delta = float(claim.epsilon), float(getattr(claim, "delta", 0.0))
-    return epsilon, delta
+        return PrivacyClaim(epsilon=epsilon, delta=delta, model="central")
+    return PrivacyClaim(epsilon=float(claim.epsilon), delta=float(getattr(claim, "delta", 0.0)), model="central",
+                        gaussian_mu=getattr(claim, "gaussian_mu", None))
 
 
 def _resolve_neighbours(mechanism, neighbours) -> tuple:
     neighbours = neighbours if neighbours is not None else getattr(mechanism, "neighbours", None)
+    if isinstance(neighbours, NeighbourCandidates):
+        return neighbours
     if neighbours is None or len(neighbours) != 2:
-        raise ValueError("need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours")
+        raise ValueError("need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
+                         "(or a NeighbourCandidates family, see candidate_pairs)")
     return tuple(neighbours)
-
-
-def _resolve_score(mechanism, score) -> Callable:
-    if score is not None:
-        return score
-    return getattr(mechanism, "score", None) or (lambda outputs: outputs)
 
 
 def as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -83,11 +113,63 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed)
 
 
-def _scores(outputs, score: Callable, trials: int, world: int) -> np.ndarray:
+def _hand_scores(outputs, score: Callable, trials: int, world: int) -> np.ndarray:
     s = np.asarray(score(outputs), dtype=float).ravel()
     if s.size != trials:
-        raise ValueError(f"world {world}: expected {trials} scores (one per trial), got {s.size}")
+        hint = ""
+        if s.size > trials and s.size % trials == 0:
+            hint = (f"; the outputs look like vectors of {s.size // trials} per trial: a score must reduce each "
+                    "output to one number, or drop score= (and the mechanism's .score) to let a learned "
+                    "attack read them")
+        raise ValueError(f"world {world}: expected {trials} scores (one per trial), got {s.size}{hint}")
     return s
+
+
+def _split_sizes(n: int, selection_fraction: float) -> int:
+    k = int(math.floor(selection_fraction * n))
+    if k < 1 or k >= n:
+        raise ValueError(f"trials = {n} per world leaves no selection or no evaluation run")
+    return k
+
+
+def _auto_attack(table0, table1) -> OutputAttack:
+    """Histogram for small discrete outputs, else the gradient-boosted classifier."""
+    if table0.discrete.all():
+        histogram = HistogramAttack()
+        distinct = np.unique(np.vstack([table0.values, table1.values]), axis=0).shape[0]
+        if distinct <= histogram.max_categories:
+            return histogram
+    return OUTPUT_ATTACKS["boosted"]()
+
+
+def _learned_scores(attack, tables, selection_fraction: float, seed) -> tuple[list, list, str]:
+    """Fit on the first part of each world's selection runs; score the rest of them and the evaluation runs."""
+    select, fitted = [], []
+    for table in tables:
+        k = _split_sizes(len(table), selection_fraction)
+        f = int(math.floor(FIT_FRACTION * k))
+        if f < 1 or f >= k:
+            raise ValueError(f"trials = {len(table)} per world are too few to fit a learned attack")
+        fitted.append(table.take(slice(0, f)))
+        select.append((table.take(slice(f, k)), table.take(slice(k, None))))
+    if attack == "auto":
+        attack = _auto_attack(*fitted)
+    elif isinstance(attack, str):
+        attack = OUTPUT_ATTACKS[attack]()
+    attack.fit_outputs(fitted[0], fitted[1], seed=seed)
+    sel = [attack.score_outputs(t_sel) for t_sel, _ in select]
+    evaluation = [attack.score_outputs(t_eval) for _, t_eval in select]
+    return sel, evaluation, attack.name
+
+
+def _check_attack(attack, score) -> None:
+    if isinstance(attack, OutputAttack):
+        return
+    if attack not in ATTACK_CHOICES:
+        raise ValueError(f"attack must be one of {ATTACK_CHOICES} or an attacks.learned.OutputAttack, "
+                         f"got {attack!r}")
+    if score is not None and attack != "auto":
+        raise ValueError(f"pass either score= (a hand-written attack) or attack={attack!r}, not both")
 
 
 def run_audit(
@@ -99,28 +181,153 @@ def run_audit(
     seed=0,
     score: Callable | None = None,
     method: str = "clopper-pearson",
+    attack: str | OutputAttack = "auto",
+    selection_fraction: float = 0.5,
 ) -> AuditRun:
     """Sample both worlds, score them, and bound ε; no verdict is asserted.
 
     ``claim`` may be a PrivacyClaim-like object or an ``(epsilon, delta)``
-    pair. ``trials`` runs per world; half of each choose the test, the other
-    half are counted. ``seed``: anything ``np.random.SeedSequence`` accepts,
-    or a SeedSequence (e.g. a spawned child).
+    pair. ``trials`` runs per world. Each world's runs are permuted with a
+    seeded generator, then ``selection_fraction`` of them choose the test
+    (DP-Sniper's rare-event cuts under the simultaneous criterion) and the
+    rest are counted. The score: ``score=`` or the mechanism's ``.score``
+    if given; else ``attack``: ``"auto"`` uses the output itself when it is
+    one number per run, the ``histogram`` attack for small discrete outputs
+    and the ``boosted`` classifier otherwise; a learned attack is fitted on
+    the first ``FIT_FRACTION`` of the selection runs only. ``seed``: anything
+    ``np.random.SeedSequence`` accepts, or a SeedSequence (children: world
+    0, world 1, the permutation, the attack's fit).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    epsilon, delta = _resolve_claim(mechanism, claim)
-    pair = _resolve_neighbours(mechanism, neighbours)
-    scorer = _resolve_score(mechanism, score)
-    world_seeds = as_seed_sequence(seed).spawn(2)
-    outputs = [mechanism.sample(value, int(trials), np.random.default_rng(ss))
-               for value, ss in zip(pair, world_seeds)]
-    s0, s1 = (_scores(out, scorer, int(trials), w) for w, out in enumerate(outputs))
+    _check_attack(attack, score)
+    claimed = _resolve_claim(mechanism, claim)
     if method == "gdp":
-        bound = split_gdp_bound(s0, s1, alpha=alpha, delta=delta)
+        GaussianDP().check_claim(claimed)
+    pair = _resolve_neighbours(mechanism, neighbours)
+    if isinstance(pair, NeighbourCandidates):
+        raise ValueError("run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
+                         "search_neighbours (or assert_dp / assert_not_dp)")
+    trials = int(trials)
+    world_seeds = as_seed_sequence(seed).spawn(4)
+    outputs = [mechanism.sample(value, trials, np.random.default_rng(ss))
+               for value, ss in zip(pair, world_seeds[:2])]
+    permute = np.random.default_rng(world_seeds[2])
+    orders = [permute.permutation(trials) for _ in range(2)]
+    scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
+    if scorer is not None:
+        scores = [_hand_scores(out, scorer, trials, w)[order] for w, (out, order) in enumerate(zip(outputs, orders))]
+        k = _split_sizes(trials, selection_fraction)
+        sel, evaluation, name = [s[:k] for s in scores], [s[k:] for s in scores], "score"
     else:
-        bound = split_epsilon_bound(s0, s1, alpha=alpha, delta=delta)
-    return AuditRun(bound, epsilon, delta, int(trials), seed, pair)
+        tables = [output_table(out, trials, f"world {w}: mechanism.sample({value!r}, {trials}, rng)").take(order)
+                  for w, (out, value, order) in enumerate(zip(outputs, pair, orders))]
+        if attack == "identity" or (attack == "auto" and tables[0].is_scalar and not tables[0].discrete.all()):
+            if not tables[0].is_scalar:
+                raise ValueError(f"attack='identity' needs one number per trial; the outputs have "
+                                 f"{tables[0].values.shape[1]} columns")
+            k = _split_sizes(trials, selection_fraction)
+            sel = [t.values[:k, 0] for t in tables]
+            evaluation = [t.values[k:, 0] for t in tables]
+            name = "identity"
+        else:
+            sel, evaluation, name = _learned_scores(attack, tables, selection_fraction, world_seeds[3])
+    bound_of = heldout_gdp_bound if method == "gdp" else heldout_epsilon_bound
+    bound = bound_of(sel[0], sel[1], evaluation[0], evaluation[1], alpha, claimed.delta, candidates="rare-event")
+    return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name,
+                    _p_value(bound, claimed.epsilon))
+
+
+def _p_value(bound: BoundResult, claimed_epsilon: float) -> float:
+    """p-value of "the claim holds" from the counted runs of the (fixed) chosen test."""
+    counts = (bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos)
+    if bound.method == "gdp":
+        return p_value_from_bound(lambda a: float(gdp_epsilon(gdp_mu_lower_bound(*counts, a), bound.delta)),
+                                  claimed_epsilon)
+    return p_value_from_bound(lambda a: float(epsilon_lower_bound(*counts, a, bound.delta)), claimed_epsilon)
+
+
+# --------------------------------------------------------------------------
+# neighbour search
+
+
+class NeighbourCandidates(tuple):
+    """Candidate neighbouring pairs ``((d0, d1), …)`` audited as one family (Holm); see :func:`candidate_pairs`."""
+
+    def __new__(cls, pairs):
+        pairs = tuple(tuple(p) for p in pairs)
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise ValueError("NeighbourCandidates needs a non-empty list of (d0, d1) pairs")
+        return super().__new__(cls, pairs)
+
+
+def _half(d: int) -> np.ndarray:
+    return np.where(np.arange(d) < (d + 1) // 2, 1.0, -1.0)
+
+
+#: Classic difference patterns for a vector of query answers (Ding et al., StatDP, CCS 2018): d1 = d0 + pattern.
+PATTERNS: dict[str, Callable[[int], np.ndarray]] = {
+    "one_up": lambda d: np.eye(d)[0],
+    "one_down": lambda d: -np.eye(d)[0],
+    "one_up_rest_down": lambda d: 2 * np.eye(d)[0] - 1,
+    "one_down_rest_up": lambda d: 1 - 2 * np.eye(d)[0],
+    "all_up": lambda d: np.ones(d),
+    "all_down": lambda d: -np.ones(d),
+    "half_up_half_down": _half,
+}
+
+
+def candidate_pairs(base, patterns=tuple(PATTERNS)) -> NeighbourCandidates:
+    """``(base, base + pattern)`` for each named pattern in :data:`PATTERNS` (duplicates dropped)."""
+    base = np.asarray(base, dtype=float)
+    if base.ndim != 1 or base.size == 0:
+        raise ValueError(f"base must be a non-empty vector of query answers, got shape {base.shape}")
+    pairs, seen = [], set()
+    for name in patterns:
+        if name not in PATTERNS:
+            raise ValueError(f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}")
+        other = base + PATTERNS[name](base.size)
+        if other.tobytes() not in seen:
+            seen.add(other.tobytes())
+            pairs.append((base.copy(), other))
+    return NeighbourCandidates(pairs)
+
+
+@dataclass(frozen=True)
+class NeighbourSearch:
+    """Every candidate pair's audit (bounds at alpha/K), Holm-adjusted p-values, and the worst pair."""
+
+    runs: tuple
+    adjusted_p: np.ndarray
+    alpha: float
+
+    @property
+    def violated(self) -> bool:
+        """Holm rejects "the claim holds" for some pair (⇔ some pair's ε_LB at alpha/K exceeds the claim)."""
+        return bool(np.any(self.adjusted_p < self.alpha))
+
+    @property
+    def worst(self) -> AuditRun:
+        """The pair with the smallest adjusted p-value (ties: the largest ε_LB)."""
+        return min(self.runs, key=lambda r: (self.adjusted_p[self.runs.index(r)], -r.bound.epsilon_lb))
+
+
+def search_neighbours(mechanism, candidates=None, claim=None, trials: int = 100_000, alpha: float = 1e-3,
+                      seed=0, **kwargs) -> NeighbourSearch:
+    """Audit every pair of ``candidates`` (default: the mechanism's ``.neighbours``) as one family.
+
+    Each pair is audited with :func:`run_audit` at ``alpha/K`` on its own
+    spawned seed; its p-value comes from its counted runs and Holm's
+    correction (statsmodels) controls the family-wise error at ``alpha``: a
+    correct mechanism is flagged with probability ≤ alpha however many pairs.
+    """
+    candidates = candidates if candidates is not None else getattr(mechanism, "neighbours", None)
+    candidates = candidates if isinstance(candidates, NeighbourCandidates) else NeighbourCandidates(candidates)
+    seeds = as_seed_sequence(seed).spawn(len(candidates))
+    level = alpha / len(candidates)
+    runs = tuple(run_audit(mechanism, claim, pair, trials, level, s, **kwargs) for pair, s in zip(candidates, seeds))
+    _, adjusted = holm_adjust([r.p_value for r in runs], alpha)
+    return NeighbourSearch(runs, adjusted, float(alpha))
 
 
 def format_bound(run: AuditRun) -> str:
@@ -135,9 +342,23 @@ def format_bound(run: AuditRun) -> str:
     ]
     if b.mu_lb is not None:
         lines.append(f"  μ_LB = {b.mu_lb:.4g} (μ ceiling {b.mu_ceiling:.4g})")
-    lines.append(f"  method = {b.method}, trials = {run.trials} per world, "
+    lines.append(f"  method = {b.method}, attack = {run.attack}, trials = {run.trials} per world, "
                  f"neighbours = {run.neighbours!r}, seed = {run.seed!r}")
     return "\n".join(lines)
+
+
+def _family_note(search: NeighbourSearch) -> str:
+    k = len(search.runs)
+    return (f"  worst of {k} candidate pairs (Holm over the family; each bound at α/{k}); "
+            f"Holm-adjusted p = {float(min(search.adjusted_p)):.3g}")
+
+
+def _audit(mechanism, claim, neighbours, trials, alpha, seed, kwargs) -> tuple[AuditRun, str]:
+    pair = _resolve_neighbours(mechanism, neighbours)
+    if isinstance(pair, NeighbourCandidates):
+        search = search_neighbours(mechanism, pair, claim, trials, alpha, seed, **kwargs)
+        return search.worst, "\n" + _family_note(search)
+    return run_audit(mechanism, claim, pair, trials, alpha, seed, **kwargs), ""
 
 
 def assert_dp(
@@ -149,18 +370,24 @@ def assert_dp(
     seed=0,
     score: Callable | None = None,
     method: str = "clopper-pearson",
+    attack: str | OutputAttack = "auto",
+    selection_fraction: float = 0.5,
 ) -> BoundResult:
     """Fail if the audit shows the claim violated (ε_LB > ε_claimed); else return the bound.
 
     For a mechanism that meets its claim this fails with probability ≤ alpha
-    (for ``method="gdp"``: if its trade-off curve is Gaussian). Passing never
+    (for ``method="gdp"``: if its trade-off curve is Gaussian; the claim must
+    carry ``gaussian_mu``). ``neighbours`` may be a :class:`NeighbourCandidates`
+    family (:func:`candidate_pairs`): then every pair is audited, Holm
+    controls alpha over them, and the worst pair is reported. Passing never
     proves privacy: it only means these trials found no violation.
     """
-    run = run_audit(mechanism, claim, neighbours, trials, alpha, seed, score, method)
+    run, note = _audit(mechanism, claim, neighbours, trials, alpha, seed,
+                       dict(score=score, method=method, attack=attack, selection_fraction=selection_fraction))
     if run.violated:
         raise AssertionError(
             f"privacy claim violated: ε_LB = {run.bound.epsilon_lb:.4g} > claimed ε = "
-            f"{run.claimed_epsilon:.4g}\n{format_bound(run)}"
+            f"{run.claimed_epsilon:.4g}\n{format_bound(run)}{note}"
         )
     return run.bound
 
@@ -174,6 +401,8 @@ def assert_not_dp(
     seed=0,
     score: Callable | None = None,
     method: str = "clopper-pearson",
+    attack: str | OutputAttack = "auto",
+    selection_fraction: float = 0.5,
 ) -> BoundResult:
     """Fail unless the audit shows the claim violated; return the bound when it does.
 
@@ -181,17 +410,18 @@ def assert_not_dp(
     not shown the message says whether the ceiling was even above the claim:
     if not, no outcome of this many trials could have shown it.
     """
-    run = run_audit(mechanism, claim, neighbours, trials, alpha, seed, score, method)
+    run, note = _audit(mechanism, claim, neighbours, trials, alpha, seed,
+                       dict(score=score, method=method, attack=attack, selection_fraction=selection_fraction))
     if not run.violated:
         b = run.bound
         if b.ceiling <= run.claimed_epsilon:
             hint = (f"the ceiling {b.ceiling:.4g} ≤ claimed ε = {run.claimed_epsilon:.4g}: this test cannot "
                     f"succeed with {run.trials} trials per world at α = {b.alpha:g}; use more trials")
         else:
-            hint = (f"the ceiling {b.ceiling:.4g} > claimed ε, so more trials or a stronger score "
+            hint = (f"the ceiling {b.ceiling:.4g} > claimed ε, so more trials or a stronger attack "
                     f"might still show a violation")
         raise AssertionError(
             f"privacy claim not shown violated: ε_LB = {b.epsilon_lb:.4g} ≤ claimed ε = "
-            f"{run.claimed_epsilon:.4g}; {hint}\n{format_bound(run)}"
+            f"{run.claimed_epsilon:.4g}; {hint}\n{format_bound(run)}{note}"
         )
     return run.bound

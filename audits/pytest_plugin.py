@@ -39,6 +39,11 @@ class DPAudit:
         kwargs.setdefault("seed", self.seed)
         return harness.assert_not_dp(mechanism, **kwargs)
 
+    def search_neighbours(self, mechanism, candidates=None, **kwargs) -> harness.NeighbourSearch:
+        """Every candidate pair audited as one Holm family (see :func:`audits.harness.search_neighbours`)."""
+        kwargs.setdefault("seed", self.seed)
+        return harness.search_neighbours(mechanism, candidates, **kwargs)
+
     def run(self, mechanism, **kwargs) -> harness.AuditRun:
         """The audit without a verdict (see :func:`audits.harness.run_audit`)."""
         kwargs.setdefault("seed", self.seed)

@@ -105,7 +105,7 @@ class PanelConfig(BaseModel):
 
 
 #: the registered estimator a (method, threshold) pair names: clopper-pearson names its threshold strategy
-ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run"}
+ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run", "fdp-one-run": "fdp-one-run"}
 
 
 class AuditConfig(BaseModel):
@@ -116,7 +116,7 @@ class AuditConfig(BaseModel):
         None, description="how scores are produced (default: one_run for method one-run, else local_replay)")
     trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
     alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
-    method: Literal["clopper-pearson", "gdp", "one-run"] = "clopper-pearson"
+    method: Literal["clopper-pearson", "gdp", "one-run", "fdp-one-run"] = "clopper-pearson"
     threshold: Literal["split", "bonferroni", "explicit"] = "split"
     selection_fraction: float = Field(0.5, gt=0, lt=1, description="split: share of trials that pick the threshold")
     thresholds: list[float] | None = Field(None, min_length=1, description="bonferroni: the fixed threshold grid")
@@ -138,7 +138,7 @@ class AuditConfig(BaseModel):
 
     @property
     def design_name(self) -> str:
-        return self.design or ("one_run" if self.method == "one-run" else "local_replay")
+        return self.design or ("one_run" if self.method in ("one-run", "fdp-one-run") else "local_replay")
 
     @model_validator(mode="after")
     def _estimator_settings(self) -> "AuditConfig":

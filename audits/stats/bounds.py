@@ -48,6 +48,8 @@ __all__ = [
     "threshold_counts",
     "select_threshold",
     "split_epsilon_bound",
+    "heldout_epsilon_bound",
+    "rare_event_cuts",
     "fixed_threshold_epsilon_bound",
     "bonferroni_epsilon_bound",
     "gdp_mu_lower_bound",
@@ -55,6 +57,7 @@ __all__ = [
     "gdp_epsilon",
     "select_gdp_threshold",
     "split_gdp_bound",
+    "heldout_gdp_bound",
     "holm_adjust",
     "violation_p_value",
 ]
@@ -160,6 +163,9 @@ def cp_upper(k, n, alpha: float) -> float | np.ndarray:
     full = k >= n
     b = np.where(full, 1.0, n - k)  # placeholder b for k == n avoids nan
     upper = stats.beta.isf(alpha, k + 1.0, b)  # = ppf(1 − alpha), accurate for tiny alpha
+    # scipy returns nan where the bound rounds to 1 at extreme alphas (e.g. k = 995 of 1000 at 5e-301):
+    # 1 is then the bound to float precision, and an upper bound of 1 is always valid
+    upper = np.where(np.isnan(upper), 1.0, upper)
     return _scalar_or_array(np.where(full, 1.0, upper))
 
 
@@ -235,7 +241,8 @@ def threshold_counts(
 
 
 def select_threshold(
-    scores0, scores1, delta: float = 0.0, *, alpha: float | None = None, simultaneous: bool = True
+    scores0, scores1, delta: float = 0.0, *, alpha: float | None = None, simultaneous: bool = True,
+    candidates: str = "all",
 ) -> tuple[float, int]:
     """Choose (threshold, direction) maximising an ε criterion on a *selection* sample.
 
@@ -263,7 +270,8 @@ def select_threshold(
     The returned threshold is the midpoint of the chosen cut's gap between
     neighbouring pooled scores (not the score itself), so the test gives the
     same counts on the selection sample but generalises better to fresh runs.
-    Ties go to the first maximiser (direction +1 first, then ascending
+    ``candidates="rare-event"`` searches only :func:`rare_event_cuts` (the
+    correction is then over those). Ties go to the first maximiser (direction +1 first, then ascending
     threshold). Whatever the criterion, the result is a function of the
     selection sample only; validity of a bound computed on fresh runs does not
     depend on it.
@@ -283,27 +291,67 @@ def select_threshold(
             level = alpha / 2.0 / (n_tests if simultaneous else 1)
             return epsilon_from_rates(_wilson_upper(fp, n0, level), _wilson_upper(fn, n1, level), delta)
 
-    return _best_cut(s0, s1, crit)
+    return _best_cut(s0, s1, crit, candidates)
 
 
-def _best_cut(s0: np.ndarray, s1: np.ndarray, crit) -> tuple[float, int]:
+#: Cut sets :func:`select_threshold` can search: every cut, or DP-Sniper's rare-event grid.
+CANDIDATES = ("all", "rare-event")
+
+#: ``rare-event`` searches every cut when the pooled scores have at most this many distinct values.
+RARE_EVENT_EXACT = 1024
+#: ``rare-event``: evenly spaced pooled quantiles added to the tail cuts.
+RARE_EVENT_MIDDLE = 64
+
+
+def rare_event_cuts(s0: np.ndarray, s1: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Indices into ``append(u, inf)`` of the rare-event candidate cuts (sorted ``s0``, ``s1``; ``u`` their unique union).
+
+    DP-Sniper's idea (Bichsel et al., IEEE S&P 2021): the most telling test
+    is often one whose error rate in one world is small, so cuts are placed
+    where one world's tail holds 1, 2, 4, … runs (both tails of both worlds),
+    plus ``RARE_EVENT_MIDDLE`` evenly spaced pooled quantiles. Few candidates
+    (about ``8·log2 n + 128``) keep the simultaneous correction mild, so a
+    rare-event cut with a real ratio is not drowned by the correction over a
+    million cuts. With at most ``RARE_EVENT_EXACT`` distinct scores (discrete
+    outputs) every cut is kept. Depends on the selection sample only.
+    """
+    if u.size + 1 <= RARE_EVENT_EXACT:
+        return np.arange(u.size + 1)
+    values = []
+    for s in (s0, s1):
+        k = 2 ** np.arange(int(math.log2(s.size)) + 1)
+        k = k[k <= s.size]
+        values += [s[k - 1], s[s.size - k]]
+    pooled = np.sort(np.concatenate([s0, s1]))
+    values.append(pooled[np.linspace(0, pooled.size - 1, RARE_EVENT_MIDDLE).astype(np.int64)])
+    idx = np.searchsorted(u, np.concatenate(values))
+    return np.unique(np.concatenate([idx, idx + 1, [u.size]]))
+
+
+def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> tuple[float, int]:
     """(threshold, direction) maximising ``crit(fp, fn, n_tests)`` over the cuts of sorted ``s0``, ``s1``.
 
-    Candidates are the unique pooled scores plus ``+inf`` in both directions
+    Candidates are the unique pooled scores plus ``+inf`` (``candidates="all"``)
+    or the subset :func:`rare_event_cuts` picks, in both directions
     (``n_tests`` = twice their number, passed so criteria can correct for it);
     ties go to the first maximiser (direction +1 first, then ascending
     threshold). The returned threshold is moved to the middle of the chosen
     cut's gap (same partition of the pooled sample, better generalisation).
     """
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
     u = np.unique(np.concatenate([s0, s1]))
-    cand = np.append(u, np.inf)
+    full = np.append(u, np.inf)
+    index = np.arange(full.size) if candidates == "all" else rare_event_cuts(s0, s1, u)
+    cand = full[index]
     best = []
     for direction in (1, -1):
         fp, fn = _counts_sorted(s0, s1, cand, direction)
         value = np.asarray(crit(fp, fn, 2 * cand.size))
         j = int(np.argmax(value))
-        best.append((float(value[j]), j, direction))
+        best.append((float(value[j]), int(index[j]), direction))
     value, j, direction = max(best, key=lambda b: b[0])  # max() keeps the first on ties
+    cand = full
 
     # Move the cut to the middle of its gap (same partition of the pooled sample).
     t = float(cand[j])
@@ -393,8 +441,23 @@ def split_epsilon_bound(
     _check_delta(delta)
     s0 = _as_scores(scores0, "scores0")
     s1 = _as_scores(scores1, "scores1")
-    sel0, sel1, e0, e1 = _split_sample(s0, s1, selection_fraction, rng)
-    threshold, direction = select_threshold(sel0, sel1, delta, alpha=alpha)
+    return heldout_epsilon_bound(*_split_sample(s0, s1, selection_fraction, rng), alpha, delta)
+
+
+def heldout_epsilon_bound(
+    select0, select1, eval0, eval1, alpha: float, delta: float = 0.0, candidates: str = "all"
+) -> BoundResult:
+    """:func:`split_epsilon_bound` on a split made by the caller: choose on ``select*``, count ``eval*``.
+
+    For attacks that learn: they fit on runs of their own, score both
+    parts, and the test is chosen (:func:`select_threshold`, ``candidates``
+    as there) on the selection scores only.
+    """
+    _check_alpha(alpha)
+    _check_delta(delta)
+    sel0, sel1 = _as_scores(select0, "select0"), _as_scores(select1, "select1")
+    e0, e1 = _as_scores(eval0, "eval0"), _as_scores(eval1, "eval1")
+    threshold, direction = select_threshold(sel0, sel1, delta, alpha=alpha, candidates=candidates)
     fp, fn = threshold_counts(e0, e1, np.array([threshold]), direction)
     fp, fn = int(fp[0]), int(fn[0])
     return BoundResult(
@@ -606,7 +669,8 @@ def gdp_epsilon(mu, delta) -> float | np.ndarray:
     return _scalar_or_array(out.reshape(mu.shape))
 
 
-def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool = True) -> tuple[float, int]:
+def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool = True,
+                         candidates: str = "all") -> tuple[float, int]:
     """Choose (threshold, direction) maximising a μ lower bound on a *selection* sample.
 
     Criterion: ``Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄)`` with one-sided Wilson upper
@@ -626,7 +690,7 @@ def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool =
         level = alpha / 2.0 / (n_tests if simultaneous else 1)
         return _mu_from_rates(_wilson_upper(fp, n0, level), _wilson_upper(fn, n1, level))
 
-    return _best_cut(s0, s1, crit)
+    return _best_cut(s0, s1, crit, candidates)
 
 
 def split_gdp_bound(
@@ -659,8 +723,20 @@ def split_gdp_bound(
         raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
     s0 = _as_scores(scores0, "scores0")
     s1 = _as_scores(scores1, "scores1")
-    sel0, sel1, e0, e1 = _split_sample(s0, s1, selection_fraction, rng)
-    threshold, direction = select_gdp_threshold(sel0, sel1, alpha)
+    return heldout_gdp_bound(*_split_sample(s0, s1, selection_fraction, rng), alpha, delta)
+
+
+def heldout_gdp_bound(
+    select0, select1, eval0, eval1, alpha: float, delta: float, candidates: str = "all"
+) -> BoundResult:
+    """:func:`split_gdp_bound` on a split made by the caller (see :func:`heldout_epsilon_bound`)."""
+    _check_alpha(alpha)
+    _check_delta(delta)
+    if not float(delta) > 0.0:
+        raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
+    sel0, sel1 = _as_scores(select0, "select0"), _as_scores(select1, "select1")
+    e0, e1 = _as_scores(eval0, "eval0"), _as_scores(eval1, "eval1")
+    threshold, direction = select_gdp_threshold(sel0, sel1, alpha, candidates=candidates)
     fp, fn = threshold_counts(e0, e1, np.array([threshold]), direction)
     fp, fn = int(fp[0]), int(fn[0])
     mu_lb = float(gdp_mu_lower_bound(fp, e0.size, fn, e1.size, alpha))

@@ -186,12 +186,38 @@ class OneRun(Estimator):
         return Estimate(bound, one_run.one_run_p_value(bound.r, bound.v, claim.epsilon, claim.delta, bound.m))
 
 
+@dataclass(frozen=True)
+class FDPOneRun(Estimator):
+    """f-DP one-run bound (Mahloujifar, Melis, Chaudhuri 2025) against the claim's Gaussian curve.
+
+    Same guesses as ``one-run`` (``guess_fraction`` of the canaries in, as
+    many out, fixed in advance); tests "the mechanism is μ-GDP" with μ the
+    claim's ``gaussian_mu``, so it refuses claims without one. ε figures are
+    μ converted at the claim's δ.
+    """
+
+    name: ClassVar[str] = "fdp-one-run"
+    input: ClassVar[str] = "canaries"
+    guess_fraction: Annotated[float, Gt(0), Le(0.5)] = 0.1
+
+    def check_claim(self, claim: PrivacyClaim) -> None:
+        GaussianDP().check_claim(claim)
+
+    def estimate(self, scores, worlds, claim, alpha):
+        self.check_claim(claim)
+        k_pos, k_neg = one_run.default_guess_counts(scores.size, self.guess_fraction)
+        bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k_pos, k_neg, alpha,
+                                          claim.delta)
+        return Estimate(bound, one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu))
+
+
 ESTIMATORS: dict[str, type[Estimator]] = {
     "split": Split,
     "bonferroni": Bonferroni,
     "explicit": Explicit,
     "gdp": GaussianDP,
     "one-run": OneRun,
+    "fdp-one-run": FDPOneRun,
 }
 
 

@@ -17,6 +17,10 @@ scores and inclusion bits (e.g. a fixed fraction of ``m``); choosing them to
 maximise the bound on the same canaries invalidates it, so this module offers
 no such search.
 
+Beside it, the f-DP analysis of Mahloujifar, Melis, Chaudhuri (ICML 2025)
+(:func:`fdp_one_run_audit`): against a claim that carries a Gaussian
+trade-off curve (μ-GDP) it bounds μ from the same guesses, and is tighter.
+
 All functions are pure; randomness only through a passed ``np.random.Generator``.
 """
 
@@ -27,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import optimize, stats
-from scipy.special import expit, logit
+from scipy.special import expit, logit, ndtr, ndtri
 
 __all__ = [
     "DEFAULT_GUESS_FRACTION",
@@ -37,6 +41,10 @@ __all__ = [
     "one_run_ceiling",
     "default_guess_counts",
     "one_run_audit",
+    "FDPOneRunResult",
+    "fdp_one_run_mu_lower_bound",
+    "fdp_one_run_p_value",
+    "fdp_one_run_audit",
 ]
 
 #: Default guesses per side as a fraction of the canaries: ``k_pos = k_neg = ⌊f·m⌋``.
@@ -217,3 +225,122 @@ def one_run_audit(
         k_pos=k_pos,
         k_neg=k_neg,
     )
+
+
+# --------------------------------------------------------------------------
+# f-DP one-run audit (Gaussian trade-off curves)
+
+
+def _fdp_rejects(r: int, v: int, m: int, mu: float, alpha: float) -> bool:
+    """Whether ``v`` right out of ``r`` guesses on ``m`` canaries rejects μ-GDP at level ``alpha``.
+
+    Mahloujifar, Melis, Chaudhuri (ICML 2025), the recursion of their
+    membership-guessing bound: start from ``ρ = α·v/m`` (mass of right
+    guesses) and ``η = α·(r − v)/m`` (wrong ones); for ``i = v−1, …, 0`` the
+    trade-off curve forces ``η ← max(η, f⁻¹(ρ))`` with
+    ``f⁻¹(x) = Φ(Φ⁻¹(x) − μ)`` for μ-GDP, and ``ρ ← min(1, ρ + i/(r − i)·Δη)``.
+    An f-DP mechanism cannot produce the observation with probability below
+    ``alpha`` unless ``ρ + η ≤ r/m``; more mass means rejection.
+    """
+    rho = alpha * v / m
+    eta = alpha * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        eta_new = max(eta, float(ndtr(ndtri(rho) - mu)) if rho < 1.0 else 1.0)
+        if eta_new == eta:
+            break  # neither moves again
+        rho = min(rho + i / (r - i) * (eta_new - eta), 1.0)
+        eta = eta_new
+    return rho + eta > r / m
+
+
+def fdp_one_run_mu_lower_bound(r: int, v: int, m: int, alpha: float) -> float:
+    """Largest μ whose μ-GDP hypothesis the observation rejects at level alpha (0 if none).
+
+    Rejection is monotone in μ (a larger μ lowers ``f⁻¹``, so less mass
+    accumulates), so the edge is found by bisection on ``[0, μ_max]``.
+    """
+    r, v, m = _check_counts(r, v, m)
+    alpha = _check_alpha(alpha)
+    if v == 0 or not _fdp_rejects(r, v, m, 0.0, alpha):
+        return 0.0
+    hi = 1.0
+    while _fdp_rejects(r, v, m, hi, alpha):
+        hi *= 2.0
+        if hi > 64:
+            return math.inf
+    lo = 0.0
+    while hi - lo > 1e-7 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if _fdp_rejects(r, v, m, mid, alpha):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def fdp_one_run_p_value(r: int, v: int, m: int, mu: float) -> float:
+    """p-value of "the mechanism is μ-GDP": the smallest alpha at which the observation rejects it.
+
+    Rejection regions are nested in alpha (the starting masses grow with it),
+    so ``p < alpha`` exactly when :func:`fdp_one_run_mu_lower_bound` at alpha
+    exceeds μ; found by bisection on ``ln alpha``. Feed several to Holm.
+    """
+    r, v, m = _check_counts(r, v, m)
+    if mu < 0:
+        raise ValueError("mu must be >= 0")
+    lo, hi = math.log(1e-300), math.log1p(-1e-12)
+    if v == 0 or not _fdp_rejects(r, v, m, mu, math.exp(hi)):
+        return 1.0
+    if _fdp_rejects(r, v, m, mu, math.exp(lo)):
+        return 1e-300
+    while hi - lo > 1e-9 * max(1.0, abs(lo)):
+        mid = 0.5 * (lo + hi)
+        if _fdp_rejects(r, v, m, mu, math.exp(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return float(math.exp(hi))
+
+
+@dataclass(frozen=True)
+class FDPOneRunResult(OneRunResult):
+    """An f-DP one-run bound: ``mu_lb`` (and its ceiling) and ε at the claim's δ through the Gaussian curve."""
+
+    mu_lb: float = 0.0
+    mu_ceiling: float = 0.0
+    method: str = "fdp-one-run"
+
+    def to_dict(self) -> dict:
+        return super().to_dict() | {"mu_lb": float(self.mu_lb), "mu_ceiling": float(self.mu_ceiling)}
+
+
+def fdp_one_run_audit(
+    scores,
+    included,
+    k_pos: int | None = None,
+    k_neg: int | None = None,
+    alpha: float = 0.05,
+    delta: float = 1e-5,
+    rng=None,
+) -> FDPOneRunResult:
+    """One-run audit against a Gaussian trade-off curve (Mahloujifar, Melis, Chaudhuri, ICML 2025).
+
+    Guesses as in :func:`one_run_audit` (top ``k_pos`` in, bottom ``k_neg``
+    out; counts fixed in advance). The bound is on μ
+    (:func:`fdp_one_run_mu_lower_bound`); ``epsilon_lb`` converts it at
+    ``delta`` with the Gaussian curve, which is a lower bound on ε only for
+    a mechanism whose trade-off curve is Gaussian — judge claims that carry
+    ``gaussian_mu`` only.
+    """
+    from .bounds import gdp_epsilon  # noqa: PLC0415 (bounds does not import this module)
+
+    base = one_run_audit(scores, included, k_pos, k_neg, alpha, 0.0, rng)
+    delta = _check_delta(delta)
+    if not delta > 0:
+        raise ValueError("the Gaussian conversion needs delta > 0")
+    mu_lb = fdp_one_run_mu_lower_bound(base.r, base.v, base.m, alpha)
+    mu_ceiling = fdp_one_run_mu_lower_bound(base.r, base.r, base.m, alpha)
+    return FDPOneRunResult(
+        epsilon_lb=float(gdp_epsilon(mu_lb, delta)), ceiling=float(gdp_epsilon(mu_ceiling, delta)),
+        alpha=base.alpha, delta=delta, r=base.r, v=base.v, m=base.m, k_pos=base.k_pos, k_neg=base.k_neg,
+        mu_lb=mu_lb, mu_ceiling=mu_ceiling)

@@ -1,0 +1,274 @@
+"""Learned attacks: the score is learned from runs of the two worlds, for outputs of any shape.
+
+A mechanism's outputs for ``n`` runs are normalised by :func:`output_table`
+into one table (a 2-D array, one row per run) with a flag per column saying
+whether it is discrete (integer or boolean: an index, a count, a bit) or
+continuous. Accepted: an array of shape ``(n,)`` (scalars) or ``(n, d, …)``
+(vectors, flattened per run), or a tuple/list/dict of such arrays (mixed
+outputs, e.g. an index and a value). Anything else is refused with the shape
+received and what is needed.
+
+Three attacks learn a score from fitting runs of world 0 and world 1 (higher
+means world 1), and must be fitted on runs that are never counted:
+
+* ``histogram`` — the exact-count attack for small discrete outputs: the
+  empirical log likelihood ratio of each distinct output (Jeffreys-smoothed
+  counts). It is the Neyman–Pearson test itself when every output is seen
+  often enough; it refuses continuous outputs and more than
+  ``max_categories`` distinct ones.
+* ``logistic`` — scikit-learn's logistic regression on the feature map
+  (standardised continuous columns, one-hot discrete columns with few
+  values); its log-odds is the score. Exact for Gaussian shifts.
+* ``boosted`` — scikit-learn's ``HistGradientBoostingClassifier`` on the same
+  features: non-linear (clipped Laplace ratios, interactions, mixed outputs).
+
+Each also implements the :class:`attacks.base.Attack` contract for
+scenarios, reading the ``messages`` view (each run's released bits).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .base import Attack
+
+__all__ = ["OutputTable", "output_table", "describe_outputs", "OutputAttack", "HistogramAttack",
+           "LogisticAttack", "BoostedAttack", "OUTPUT_ATTACKS"]
+
+#: A discrete column with at most this many distinct fitting values is one-hot encoded.
+ONE_HOT_MAX = 32
+
+
+@dataclass(frozen=True)
+class OutputTable:
+    """Outputs of ``n`` runs as one ``(n, d)`` float table, with which columns are discrete."""
+
+    values: np.ndarray
+    discrete: np.ndarray  # (d,) bool
+
+    def __len__(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.values.shape[1] == 1
+
+    def take(self, rows) -> "OutputTable":
+        return OutputTable(self.values[rows], self.discrete)
+
+
+def describe_outputs(outputs) -> str:
+    """A short description of what a sampler returned (type, shape, dtype)."""
+    if isinstance(outputs, np.ndarray):
+        return f"an array of shape {outputs.shape} and dtype {outputs.dtype}"
+    if isinstance(outputs, dict):
+        return "a dict {" + ", ".join(f"{k!r}: {describe_outputs(v)}" for k, v in outputs.items()) + "}"
+    if isinstance(outputs, (tuple, list)):
+        if outputs and all(np.ndim(x) == 0 for x in outputs):
+            return f"a {type(outputs).__name__} of {len(outputs)} numbers"
+        return f"a {type(outputs).__name__} of " + ", ".join(describe_outputs(x) for x in outputs)
+    return f"a {type(outputs).__name__}"
+
+
+def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(x)
+    if a.dtype.names:  # a structured array: one component per field
+        parts = [_component(a[f], n, what, f"{name}.{f}") for f in a.dtype.names]
+        return np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    if a.ndim == 0 or a.shape[0] != n or a.dtype.kind not in "biuf":
+        raise ValueError(f"{what}: {name} is {describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)}; "
+                         f"need one output per run on axis 0: an array of shape ({n},) (scalars) or ({n}, d) "
+                         f"(vectors, indices), numeric or boolean, or a tuple/dict of such arrays (mixed outputs)")
+    table = a.reshape(n, -1).astype(float)
+    if np.isnan(table).any():
+        raise ValueError(f"{what}: {name} contains NaN")
+    return table, np.full(table.shape[1], a.dtype.kind in "biu")
+
+
+def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
+    """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear ValueError otherwise.
+
+    ``what`` names the source in errors (e.g. ``"world 0: sample(0, n, rng)"``).
+    """
+    if isinstance(outputs, dict):
+        items = list(outputs.items())
+    elif isinstance(outputs, (tuple, list)) and outputs and all(np.ndim(x) > 0 for x in outputs) \
+            and len(outputs) != n:
+        items = [(f"part {i}", x) for i, x in enumerate(outputs)]
+    else:
+        items = [("the output", outputs)]
+    if not items:
+        raise ValueError(f"{what}: got an empty {type(outputs).__name__}; need one output per run")
+    try:
+        parts = [_component(x, n, what, name) for name, x in items]
+    except ValueError as e:
+        if len(items) == 1 and not isinstance(outputs, np.ndarray):
+            raise ValueError(f"{what}: returned {describe_outputs(outputs)}; need one output per run on axis 0: "
+                             f"an array of shape ({n},) (scalars) or ({n}, d) (vectors, indices), or a tuple/dict "
+                             f"of such arrays (mixed outputs)") from None
+        raise e from None
+    return OutputTable(np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+class OutputAttack(Attack):
+    """A learned attack on output tables: ``fit_outputs`` on fitting runs, ``score_outputs`` on others."""
+
+    requires_fit: ClassVar[bool] = True
+    views = ("messages",)
+
+    def fit_outputs(self, table0: OutputTable, table1: OutputTable, seed: Any = 0) -> "OutputAttack":
+        raise NotImplementedError
+
+    def score_outputs(self, table: OutputTable) -> np.ndarray:
+        raise NotImplementedError
+
+    # --- the Attack contract (scenarios): the messages view's bits are the output
+    @staticmethod
+    def _table(view) -> OutputTable:
+        if view.kind != "messages" or view.messages is None:
+            raise ValueError(f"learned attacks read the 'messages' view in scenarios, got {view.kind!r}")
+        return output_table(np.asarray(view.messages), len(view.messages), "messages view")
+
+    def fit(self, mechanism, pair, view, worlds) -> None:
+        table = self._table(view)
+        worlds = np.asarray(worlds)
+        self.fit_outputs(table.take(worlds == 0), table.take(worlds == 1))
+
+    def scores(self, mechanism, pair, view) -> np.ndarray:
+        return self.score_outputs(self._table(view))
+
+
+def _unique_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows, inverse = np.unique(values, axis=0, return_inverse=True)
+    return rows, inverse.ravel()
+
+
+@dataclass
+class HistogramAttack(OutputAttack):
+    """Exact counts: score = smoothed log P̂(output | world 1) − log P̂(output | world 0).
+
+    For small discrete outputs (indices, bit vectors, capped counts). Counts
+    get Jeffreys' ½ per cell; an output never seen while fitting scores the
+    prior log ratio (0 for equal fitting sizes).
+    """
+
+    name: str = field(default="histogram", init=False, repr=False)
+    max_categories: int = 4096
+
+    def __post_init__(self) -> None:
+        if int(self.max_categories) < 2:
+            raise ValueError("max_categories must be >= 2")
+
+    def fit_outputs(self, table0, table1, seed=0):
+        if not table0.discrete.all():
+            raise ValueError("the histogram attack counts exact outputs and needs discrete ones (integer or "
+                             f"boolean columns); columns {np.flatnonzero(~table0.discrete).tolist()} are "
+                             "continuous: use attack='logistic' or 'boosted'")
+        n0, n1 = len(table0), len(table1)
+        cats, inverse = _unique_rows(np.vstack([table0.values, table1.values]))
+        if cats.shape[0] > self.max_categories:
+            raise ValueError(f"the histogram attack saw {cats.shape[0]} distinct outputs in its fitting runs "
+                             f"(max_categories = {self.max_categories}); it is for small discrete outputs: "
+                             "use attack='logistic' or 'boosted'")
+        c0 = np.bincount(inverse[:n0], minlength=cats.shape[0])
+        c1 = np.bincount(inverse[n0:], minlength=cats.shape[0])
+        k = cats.shape[0] + 1  # one cell more for outputs never seen
+        self._cats = cats
+        self._log_ratio = np.log((c1 + 0.5) / (n1 + 0.5 * k)) - np.log((c0 + 0.5) / (n0 + 0.5 * k))
+        self._unseen = math.log(0.5 / (n1 + 0.5 * k)) - math.log(0.5 / (n0 + 0.5 * k))
+        return self
+
+    def score_outputs(self, table):
+        cats = self._cats
+        merged, inverse = _unique_rows(np.vstack([cats, table.values]))
+        lookup = np.full(merged.shape[0], self._unseen)
+        lookup[inverse[:cats.shape[0]]] = self._log_ratio
+        return lookup[inverse[cats.shape[0]:]]
+
+
+class _FeatureMap:
+    """Standardised continuous columns; discrete columns with ≤ ONE_HOT_MAX fitting values one-hot (plus raw)."""
+
+    def __init__(self, values: np.ndarray, discrete: np.ndarray):
+        self.levels = {}
+        for j in np.flatnonzero(discrete):
+            levels = np.unique(values[:, j])
+            if levels.size <= ONE_HOT_MAX:
+                self.levels[int(j)] = levels
+        self.mean = values.mean(axis=0)
+        self.scale = values.std(axis=0)
+        self.scale[self.scale == 0] = 1.0
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        parts = [(values - self.mean) / self.scale]
+        for j, levels in self.levels.items():
+            parts.append((values[:, [j]] == levels[None, :]).astype(float))
+        return np.hstack(parts)
+
+
+def _fit_rows(table0, table1, max_fit: int | None) -> tuple[np.ndarray, np.ndarray]:
+    if max_fit is not None:
+        table0, table1 = table0.take(slice(0, max_fit)), table1.take(slice(0, max_fit))
+    x = np.vstack([table0.values, table1.values])
+    y = np.repeat([0, 1], [len(table0), len(table1)])
+    return x, y
+
+
+@dataclass
+class LogisticAttack(OutputAttack):
+    """scikit-learn ``LogisticRegression`` on the feature map; score = its log-odds."""
+
+    name: str = field(default="logistic", init=False, repr=False)
+    C: float = 1.0
+    max_fit: int | None = 200_000
+
+    def fit_outputs(self, table0, table1, seed=0):
+        from sklearn.linear_model import LogisticRegression
+
+        x, y = _fit_rows(table0, table1, self.max_fit)
+        self._features = _FeatureMap(x, table0.discrete)
+        self._model = LogisticRegression(C=self.C, max_iter=1000).fit(self._features(x), y)
+        return self
+
+    def score_outputs(self, table):
+        return self._model.decision_function(self._features(table.values))
+
+
+@dataclass
+class BoostedAttack(OutputAttack):
+    """scikit-learn ``HistGradientBoostingClassifier`` on the feature map; score = its raw log-odds.
+
+    Seeded from the audit's seed (its early-stopping split is random).
+    """
+
+    name: str = field(default="boosted", init=False, repr=False)
+    max_iter: int = 200
+    learning_rate: float = 0.1
+    max_leaf_nodes: int = 15
+    max_fit: int | None = 200_000
+
+    def fit_outputs(self, table0, table1, seed=0):
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        x, y = _fit_rows(table0, table1, self.max_fit)
+        self._features = _FeatureMap(x, table0.discrete)
+        sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        random_state = int(sequence.generate_state(1)[0])
+        self._model = HistGradientBoostingClassifier(
+            max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+            early_stopping=True, random_state=random_state).fit(self._features(x), y)
+        return self
+
+    def score_outputs(self, table):
+        return self._model.decision_function(self._features(table.values))
+
+
+#: The learned attacks by name (the harness's ``attack=`` and scenarios' ``kind``).
+OUTPUT_ATTACKS: dict[str, type[OutputAttack]] = {
+    "histogram": HistogramAttack,
+    "logistic": LogisticAttack,
+    "boosted": BoostedAttack,
+}
