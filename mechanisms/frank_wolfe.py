@@ -50,6 +50,8 @@ class PrivateFrankWolfe(GramCompletion):
     nuclear_scale: Annotated[float, Gt(0)] = 1.0
     #: failure probability in the eigenvalue shift sqrt(σ log(n/β)) n^(1/4)
     beta: Annotated[float, Gt(0), Lt(1)] = 0.01
+    #: multiplies that shift (1: the paper's; post-processing of λ̂, so any value keeps the claim)
+    shift_scale: Annotated[float, Ge(0)] = 1.0
     eigen: Literal["exact", "oja"] = "exact"
     oja_steps: Annotated[int, Ge(1)] = 50
     #: σ from the accountant (exactly ε at δ) or the paper's formula L²·sqrt(64 T log(1/δ))/ε (exact only)
@@ -112,7 +114,8 @@ class PrivateFrankWolfe(GramCompletion):
         if self.leak_unnoised:
             state.unnoised = np.vstack([state.unnoised, top_eigenpair(state.gram)[1]])
         eigenvalue = math.sqrt(max(value, 0.0))
-        shift = math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 if self.noise_on else 0.0
+        shift = self.shift_scale * math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 \
+            if self.noise_on else 0.0
         state.basis = np.vstack([state.basis, v])
         state.eigenvalues = np.append(state.eigenvalues, eigenvalue)
         state.shifted = np.append(state.shifted, max(eigenvalue + shift, 1e-12))
@@ -174,7 +177,8 @@ class PrivateFrankWolfe(GramCompletion):
         return LowRankRows(coefficients[:, :state.basis.shape[0]], state.basis)
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | {"nuclear_scale": self.nuclear_scale, "eigen": self.eigen}
+        return super().describe() | {"nuclear_scale": self.nuclear_scale, "eigen": self.eigen,
+                                     "shift_scale": self.shift_scale}
 
 
 @dataclass
