@@ -10,16 +10,37 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Iterator
 
 
+class _Deferred(Future):
+    """A future that runs its task when its result is first asked for (serial progress advances per task)."""
+
+    def __init__(self, fn, args, kwargs):
+        super().__init__()
+        self._call = (fn, args, kwargs)
+
+    def _run(self) -> None:
+        if self._call is None:
+            return
+        fn, args, kwargs = self._call
+        self._call = None
+        try:
+            self.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future
+            self.set_exception(exc)
+
+    def result(self, timeout=None):
+        self._run()
+        return super().result(timeout)
+
+    def exception(self, timeout=None):
+        self._run()
+        return super().exception(timeout)
+
+
 class SerialExecutor(Executor):
-    """Runs each task at submit time, in this process (the default, and for debugging)."""
+    """Runs each task in this process when its result is asked for (the default, and for debugging)."""
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # handed to the caller through the future
-            future.set_exception(exc)
-        return future
+        return _Deferred(fn, args, kwargs)
 
 
 @contextlib.contextmanager

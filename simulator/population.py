@@ -108,7 +108,8 @@ class RatingsFilePopulation:
     """Users resampled (with replacement) from a ratings file: CSV with columns user,item,rating.
 
     A rating counts as a like when it is ``>= like_threshold``. The true item
-    clusters are unknown, so clustering accuracy is not reported for it.
+    clusters are unknown: reports measure agreement with a non-private
+    clustering of the same file instead (``audits.utility``).
     """
 
     path: Path
@@ -147,6 +148,11 @@ class RatingsFilePopulation:
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
         users, w = self._load()
         return Catalogue(users.n_items, self.n_item_clusters, None, w)
+
+    def item_like_rates(self) -> np.ndarray:
+        """Fraction of the file's users who like each item: the non-private statistic reports compare to."""
+        users, _ = self._load()
+        return users.liked.mean(axis=0)
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, _ = self._load()

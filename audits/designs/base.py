@@ -114,7 +114,10 @@ def block_sizes(trials: int, block_size: int) -> list[int]:
 
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
                executor: Executor, progress, report: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
-    """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes."""
+    """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes.
+
+    A ``report`` with a ``progress(label, done, total)`` method is told of every finished block.
+    """
     sizes = block_sizes(trials, block_size)
     results: dict[tuple[int, int], dict] = {}
     futures = {}
@@ -130,7 +133,11 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     for n, ((target, index), future) in enumerate(futures.items(), 1):
         results[target, index] = future.result()
         progress.save_arrays(f"block-{target:03d}-{index:06d}", results[target, index])
-        report(f"trial block {n}/{len(futures)} done")
+        tick = getattr(report, "progress", None)
+        if tick is not None:
+            tick("trial blocks", n, len(futures))
+        else:
+            report(f"trial block {n}/{len(futures)} done")
     merged = []
     for target in range(len(pairs)):
         blocks = [results[target, b] for b in range(len(sizes))]

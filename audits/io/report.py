@@ -1,14 +1,25 @@
-"""Audit reports: report.json (machines), report.md (people), trials.csv, accuracy.png."""
+"""Audit reports: report.json (machines), report.md and report.html (people), trials.csv, accuracy.png.
+
+``report.json`` follows the JSON Schema in ``report.schema.json`` (version
+``SCHEMA_VERSION``); it is strict JSON: a number that is infinite or
+undefined is written as ``null``. Every string a user chose (scenario name,
+kinds, paths) is escaped in Markdown (:func:`md`) and HTML (Jinja2 autoescaping).
+"""
 from __future__ import annotations
 
-from importlib import metadata
+import base64
+import math
+import re
+from importlib import metadata, resources
 from pathlib import Path
 
 import numpy as np
 
+from . import plots
 from .store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 1
+SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
 WALL_CLOCK_FIELDS = ("timing",)
 
@@ -62,11 +73,12 @@ def report_dict(result) -> dict:
     scenario = result.scenario
     tests = [_test_dict(t, claim) for t in result.tests]
     strongest = max(tests, key=lambda t: t["epsilon_lb"])
-    return {
+    packages = getattr(result, "packages", None) or {name: _version(name) for name in PACKAGES}
+    report = {
         "schema_version": SCHEMA_VERSION,
         "scenario": scenario.model_dump(mode="json"),
         "seed": {"root": scenario.seed, "entropy": str(np.random.SeedSequence(scenario.seed).entropy)},
-        "packages": {name: _version(name) for name in PACKAGES},
+        "packages": packages,
         "claim": claim.to_dict(),
         "audit": {
             "view": claim.view,
@@ -86,10 +98,46 @@ def report_dict(result) -> dict:
         "world": result.world,
         "timing": result.timing,
     }
+    report = finite(report)
+    report["summary"] = verdict_sentence(report)
+    return report
+
+
+def finite(data):
+    """``data`` with every infinite or NaN float replaced by None (numpy scalars become Python numbers)."""
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    if isinstance(data, np.generic):
+        data = data.item()
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
 
 
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4g}"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+
+
+def md(text) -> str:
+    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup is escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def verdict_sentence(report: dict) -> str:
+    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict."""
+    claim, audit = report["claim"], report["audit"]
+    delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
+    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
+    tests = audit["tests_in_family"]
+    best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
+            f"per {claim['unit']}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
+            f"confidence (ceiling {ceiling}): {report['verdict']}.")
 
 
 def report_markdown(report: dict) -> str:
@@ -98,21 +146,24 @@ def report_markdown(report: dict) -> str:
     runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
             else f"{audit['canaries']:,} canaries in one run")
     lines = [
-        f"# Audit: {report['scenario']['name']}",
+        f"# Audit: {md(report['scenario']['name'])}",
+        "",
+        md(report["summary"]),
         "",
         f"**Verdict: {report['verdict']}** — the claim is "
         + ("contradicted: the mechanism is provably less private than it says."
            if report["verdict"] == "violated" else
            "not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        f"- mechanism `{report['scenario']['mechanism']['kind']}`; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
         f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
-        f"(ceiling {audit['ceiling']:.4f}, tightness {_fmt(audit['tightness'])}), {runs} "
+        f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
         f"(design `{audit['design']}`)",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
-        f"- utility: {util['metric']} at the last release: {_fmt(util['final_accuracy'])}",
+        f"- utility: {util['metric']} at the last release: {_fmt(util['final_accuracy'])}"
+        + (f" (reference: {md(util['reference'])})" if util.get("reference") else ""),
         "",
         "## Tests",
         "",
@@ -124,9 +175,9 @@ def report_markdown(report: dict) -> str:
         c = t["counts"]
         counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
                   else f"{c['v']}/{c['r']} guesses right of {c['m']}")
-        lines.append(f"| {t['name']} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
-                     f"{t['ceiling']:.4f} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
-                     f"{counts} | {t['holm_adjusted_p_value']:.3g} | {t['verdict']} |")
+        lines.append(f"| {md(t['name'])} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+                     f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
+                     f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
@@ -134,15 +185,23 @@ def report_markdown(report: dict) -> str:
         "",
         "## Utility over time",
         "",
-        "| time | users seen | accuracy |",
+        f"| time | users seen | {md(util['metric'])} |",
         "|---:|---:|---:|",
     ]
     lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p['accuracy'])} |" for p in util["curve"]]
     w = report["world"]
-    lines += ["", f"World: {w['users_arrived']:,} users arrived, {w['users_answered']:,} answered, "
+    lines += ["", f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
+              f"arrived, {w['users_answered']:,} answered, "
               f"{w['releases']} releases over {w['n_items']} items in {w['n_item_clusters']} clusters.",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
+
+
+def population_text(population: dict) -> str:
+    """One line naming the population (its kind, and the file for real data)."""
+    if population.get("path") is not None:
+        return f"{population['kind']} from {population['path']}"
+    return str(population["kind"])
 
 
 def write_reports(result, out_dir: Path) -> dict:
@@ -151,8 +210,9 @@ def write_reports(result, out_dir: Path) -> dict:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     report = report_dict(result)
-    write_json(out_dir / "report.json", report)
+    write_json(out_dir / "report.json", report, allow_nan=False)
     write_text(out_dir / "report.md", report_markdown(report))
+    write_text(out_dir / "report.html", report_html(report, result.tests))
     frames = []
     for test in result.tests:
         if test.worlds is not None:  # one-run canaries
@@ -263,3 +323,83 @@ def _plot_sweep(result, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- HTML
+
+MAX_ROC_CURVES = 6
+
+
+def _environment():
+    """The Jinja2 environment of the report templates; autoescaping is on for every template."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files(__package__) / "templates")),
+                              autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def render_html(template: str, **context) -> str:
+    """Render one of the package's HTML templates (every value autoescaped)."""
+    env = _environment()
+    env.filters["num"] = _fmt
+    return env.get_template(template).render(**context)
+
+
+def figure(title: str, png: bytes | None, caption: str) -> dict | None:
+    """A figure for a template: the PNG embedded as a data URI."""
+    if png is None:
+        return None
+    return {"title": title, "caption": caption, "src": "data:image/png;base64," + base64.b64encode(png).decode()}
+
+
+def roc_curves(report: dict, tests) -> list[dict]:
+    """ROC curves of the strongest tests (at most MAX_ROC_CURVES) from their scores."""
+    rows = sorted(zip(report["tests"], tests), key=lambda pair: -pair[0]["epsilon_lb"])[:MAX_ROC_CURVES]
+    curves = []
+    for d, test in rows:
+        if test.worlds is not None:
+            neg, pos = test.scores[test.worlds == 0], test.scores[test.worlds == 1]
+        else:
+            neg, pos = test.scores[0], test.scores[1]
+        fpr, tpr = plots.roc_curve(neg, pos, d.get("direction") or 1)
+        curves.append({"name": d["name"], "fpr": fpr, "tpr": tpr, "epsilon_lb": d["epsilon_lb"],
+                       "runs": int(min(neg.size, pos.size))})
+    return curves
+
+
+def report_figures(report: dict, tests) -> list[dict]:
+    """Every figure of one run's HTML report."""
+    claim = report["claim"]
+    shown = min(len(report["tests"]), MAX_ROC_CURVES)
+    figures = [
+        figure("Attack ROC", plots.roc_figure(roc_curves(report, tests), claim),
+               f"Each test's true against false positive rate over all its runs ({shown} strongest of "
+               f"{len(report['tests'])} tests), log–log. No ({claim['epsilon']:g}, {claim['delta']:g})-DP "
+               "mechanism can put a point above the black boundary; points that do, beyond sampling error, "
+               "contradict the claim. Dashed: the boundary at each test's ε_LB."),
+        figure("ε lower bounds against the claim",
+               plots.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
+                                      "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
+                                      "confidence": t["confidence"], "verdict": t["verdict"]}
+                                     for t in report["tests"]], "ε_LB per test"),
+               "Each test's lower bound (dot) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling "
+               "(the largest bound these runs could show). Above the diagonal: the claim is exceeded."),
+        figure("The world over time", plots.timeline_figure(report["world"], report["utility"]),
+               "Users present in the churn world, the server's releases (grey lines) and the utility of "
+               "each release."),
+    ]
+    return [f for f in figures if f is not None]
+
+
+def report_html(report: dict, tests) -> str:
+    """The self-contained HTML report of one run (figures embedded)."""
+    return render_html("report.html", report=report, figures=report_figures(report, tests),
+                       population=population_text(report["scenario"]["population"]))
+
+
+def schema() -> dict:
+    """The published JSON Schema of ``report.json``."""
+    import json
+
+    return json.loads((resources.files(__package__) / SCHEMA_FILE).read_text())
