@@ -136,7 +136,11 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         for n, (task, future) in enumerate(futures.items(), 1):
             results[task] = future.result()
             progress.save_json("task-{}-{}-{}".format(*task), results[task])
-            report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
+            tick = getattr(report, "progress", None)
+            if tick is not None:
+                tick("sweep runs", n, len(futures))
+            else:
+                report(f"sweep task {n}/{len(futures)} done (axis {task[0]}, value {task[1]}, replicate {task[2]})")
 
     points, fits = [], []
     for a, axis in enumerate(sweep.axes):

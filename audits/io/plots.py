@@ -29,6 +29,12 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def one_line(text, limit: int = 40) -> str:
+    """A label on one short line (user strings may hold line breaks)."""
+    text = " ".join(str(text).splitlines())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def roc_curve(negatives: np.ndarray, positives: np.ndarray, direction: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(FPR, TPR) of "score · direction ≥ t" over thresholds t at the scores' values (at most ROC_POINTS)."""
     neg, pos = np.sort(direction * np.asarray(negatives, float)), np.sort(direction * np.asarray(positives, float))
@@ -62,7 +68,7 @@ def roc_figure(curves: list[dict], claim: dict) -> bytes:
     for i, c in enumerate(curves):
         keep = (c["fpr"] > 0) & (c["tpr"] > 0)
         color = f"C{i % 10}"
-        ax.plot(c["fpr"][keep], c["tpr"][keep], "o-", ms=3, color=color, label=f"{c['name']} ({c['runs']:,} runs)")
+        ax.plot(c["fpr"][keep], c["tpr"][keep], "o-", ms=3, color=color, label=f"{one_line(c['name'])} ({c['runs']:,} runs)")
         if c.get("epsilon_lb") is not None:
             ax.plot(grid, dp_boundary(grid, c["epsilon_lb"], claim["delta"]), "--", color=color, lw=1,
                     label=f"boundary at its ε_LB = {c['epsilon_lb']:.3g}")
@@ -99,7 +105,7 @@ def epsilon_figure(rows: list[dict], title: str) -> bytes:
         ax.errorbar([x], [r["epsilon_lb"]], yerr=[[0], [max((r["ceiling"] or top) - r["epsilon_lb"], 0)]],
                     fmt="o", color=color, ecolor=color, elinewidth=1, capsize=3, lolims=[True],
                     label=None)
-        ax.annotate(r["label"], (x, r["epsilon_lb"]), textcoords="offset points", xytext=(5, -10), fontsize=7)
+        ax.annotate(one_line(r["label"]), (x, r["epsilon_lb"]), textcoords="offset points", xytext=(5, -10), fontsize=7)
     ax.plot([], [], "o", color="C0", label="ε_LB, consistent (arrow: interval [ε_LB, ∞) up to the ceiling)")
     ax.plot([], [], "o", color="C3", label="ε_LB, violated")
     ax.set_xlim(0, high)
@@ -156,9 +162,9 @@ def frontier_figure(rows: list[dict]) -> bytes | None:
     for i, mech in enumerate(sorted({r["mechanism"] for r in rows})):
         mine = sorted((r for r in rows if r["mechanism"] == mech), key=lambda r: r["claim"])
         ax.plot([r["claim"] for r in mine], [r["utility"] for r in mine], "o-", color=f"C{i % 10}",
-                label=f"{mech} (claimed ε)")
+                label=f"{one_line(mech)} (claimed ε)")
         ax.plot([r["epsilon_lb"] for r in mine], [r["utility"] for r in mine], "o", mfc="none", color=f"C{i % 10}",
-                label=f"{mech} (audited ε_LB)")
+                label=f"{one_line(mech)} (audited ε_LB)")
     frontier = pareto_front([(r["claim"], r["utility"]) for r in rows])
     if len(frontier) > 1:
         ax.step(*zip(*frontier), where="post", color="k", lw=1, alpha=0.6, label="frontier (claimed ε)")
@@ -186,7 +192,7 @@ def sweep_figure(report: dict) -> bytes:
     """Per axis: U* of every run, censored runs drawn at the cap, the fitted line with its CI band, theory."""
     plt = _pyplot()
     fits = report["fits"]
-    cap = report["max_users"]
+    cap = report["scenario"]["sweep"]["max_users"]
     fig, axes = plt.subplots(1, len(fits), figsize=(4.6 * len(fits), 4.0), squeeze=False)
     for ax, fit in zip(axes[0], fits):
         pts = [p for p in report["points"] if p["parameter"] == fit["parameter"]]

@@ -18,7 +18,7 @@ import numpy as np
 from . import plots
 from .store import write_bytes, write_json, write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
 SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
 WALL_CLOCK_FIELDS = ("timing",)
@@ -120,12 +120,15 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def md(text) -> str:
-    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup is escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
+    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup characters are
+    backslash-escaped and ``< > &`` become entities (so no raw HTML tag survives, whatever the renderer)."""
+    return _MD_SPECIAL.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
+                           " ".join(str(text).splitlines()))
 
 
 def verdict_sentence(report: dict) -> str:
@@ -258,12 +261,9 @@ def _plot_accuracy(report: dict, path: Path) -> None:
 
 
 def write_sweep_reports(result, out_dir: Path) -> dict:
-    """sweep.json, sweep.md, sweep_points.csv and scaling.png for a scaling sweep."""
-    import pandas as pd
-
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """sweep.json, sweep.md, sweep.html, sweep_points.csv and scaling.png for a scaling sweep."""
     sweep = result.scenario.sweep
-    report = {
+    report = finite({
         "schema_version": SCHEMA_VERSION,
         "scenario": result.scenario.model_dump(mode="json"),
         "grid": result.grid,
@@ -273,14 +273,18 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
                       f"({sweep.checkpoints_per_decade} per decade); censored at {sweep.max_users:,}",
         "fits": result.fits,
         "points": result.points,
-    }
-    write_json(out_dir / "sweep.json", report)
-    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(result.points).to_csv(index=False).encode())
-    lines = [f"# Scaling sweep: {result.scenario.name} ({result.grid} grid)", "",
-             f"Mechanism `{result.scenario.mechanism.kind}`. {report['definition']}.", "",
+    })
+    write_sweep_files(report, out_dir)
+    return report
+
+
+def sweep_markdown(report: dict) -> str:
+    scenario = report["scenario"]
+    lines = [f"# Scaling sweep: {md(scenario['name'])} ({report['grid']} grid)", "",
+             f"Mechanism {md(scenario['mechanism']['kind'])}. {report['definition']}.", "",
              "| parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | theory in CI | "
              "censored runs |", "|---|---|---:|---|---:|---|---:|"]
-    for f in result.fits:
+    for f in report["fits"]:
         slope = "n/a" if f["slope"] is None else f"{f['slope']:+.2f}"
         ci = "n/a" if f["slope"] is None else f"[{f['ci_low']:+.2f}, {f['ci_high']:+.2f}]"
         th = "n/a" if f["theory_slope"] is None else f"{f['theory_slope']:+.2f}"
@@ -288,41 +292,27 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
         lines.append(f"| {f['parameter']} | {', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | "
                      f"{inside} | {f['censored']} |")
     lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
-              "(their constants are unknown, so only slopes are compared).", ""]
-    write_text(out_dir / "sweep.md", "\n".join(lines))
-    _plot_sweep(result, out_dir / "scaling.png")
-    return report
+              "(their constants are unknown, so only slopes are compared; the plotted theory curve has its "
+              "constant fitted to the runs). Censored runs (target not reached by the cap) are left out of "
+              "the fit and drawn at the cap in `scaling.png`.", ""]
+    return "\n".join(lines)
 
 
-def _plot_sweep(result, path: Path) -> None:
-    import matplotlib
+def write_sweep_files(report: dict, out_dir: Path) -> None:
+    """Every file of a sweep report from its JSON (``recaudit report`` calls this on a saved sweep.json)."""
+    import pandas as pd
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fits = result.fits
-    fig, axes = plt.subplots(1, len(fits), figsize=(4.2 * len(fits), 3.6), squeeze=False)
-    for ax, fit in zip(axes[0], fits):
-        pts = [p for p in result.points if p["parameter"] == fit["parameter"]]
-        done = [p for p in pts if p["u_star"] is not None]
-        ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], "o", alpha=0.6, label="U* (runs)")
-        theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
-        if theory and done:
-            tx, tu = np.array(theory).T
-            # theory has an unknown constant: scale it to the measured points (least squares in log space)
-            measured = np.array([p["u_star"] for p in done], float)
-            at = np.interp([p["value"] for p in done], tx, tu)
-            scale = np.exp(np.mean(np.log(measured) - np.log(at)))
-            ax.loglog(tx, tu * scale, "-", label=f"theory (slope {fit['theory_slope']:+.2f})")
-        if fit["slope"] is not None:
-            ax.set_title(f"slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]", fontsize=9)
-        ax.set_xlabel(fit["parameter"])
-        ax.set_ylabel("users needed U*")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "sweep.json", report, allow_nan=False)
+    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(report["points"]).to_csv(index=False).encode())
+    write_text(out_dir / "sweep.md", sweep_markdown(report))
+    png = plots.sweep_figure(report)
+    write_bytes(out_dir / "scaling.png", png)
+    fig = figure("Users needed against each swept parameter", png,
+                 "U* of every run (dots) on log–log axes, runs censored at the cap drawn as hollow triangles "
+                 "(left out of the fit), the OLS line with the 95% confidence band of its mean, and the theory "
+                 "curve with its unknown constant fitted to the runs (only its slope is a prediction).")
+    write_text(out_dir / "sweep.html", render_html("sweep.html", report=report, figures=[fig]))
 
 
 # ---------------------------------------------------------------- HTML
