@@ -207,9 +207,9 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     claim_data = {k: v for k, v in old["claim"].items() if k != "view"}
     claim = PrivacyClaim(**claim_data)
     estimator = build_estimator(audit)
-    runs, row = [], 0
+    runs, pairs, row = [], {}, 0
+    canaries = estimator.input == "canaries"
     for t in old["tests"]:
-        canaries = estimator.input == "canaries"
         n = audit.trials if canaries else 2 * audit.trials
         part = trials.iloc[row:row + n]
         row += n
@@ -219,11 +219,8 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
             scores, worlds = part["score"].to_numpy(), part["world"].to_numpy()
         else:
             scores, worlds = np.stack([part.loc[part["world"] == w, "score"].to_numpy() for w in (0, 1)]), None
-        sk = t.get("target_sketches")
-        pair = _RecordedPair(t["target"], sk)
+        pair = pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches")))
         runs.append((pair, scores, worlds, t["attack"]))
-    pairs: dict[int, _RecordedPair] = {}
-    runs = [(pairs.setdefault(p.target, p), s, w, a) for p, s, w, a in runs]
     tests = judge(runs, estimator, claim, audit.alpha)
     verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
     timing = dict(old.get("timing", {}))

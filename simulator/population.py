@@ -152,7 +152,7 @@ class RatingsFilePopulation:
     def item_like_rates(self) -> np.ndarray:
         """Fraction of the file's users who like each item: the non-private statistic reports compare to."""
         users, _ = self._load()
-        return users.liked.mean(axis=0)
+        return np.asarray(users.likes.sum(axis=0), dtype=float).ravel() / len(users)
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, _ = self._load()
