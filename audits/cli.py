@@ -1,7 +1,13 @@
-"""The ``recaudit`` command line: run, validate, list."""
+"""The ``recaudit`` command line: run, sweep, report, compare, validate, list.
+
+Results go to stdout; what is happening goes to stderr through ``logging``
+(logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent
+under ``--quiet``.
+"""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import traceback
@@ -16,36 +22,103 @@ from .utility import utility_summary
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 #: failures of the user's input or environment, reported in one line with exit 2
 BAD_INPUT = (ScenarioError, ProgressMismatch, FolderBusy, FolderUnusable, ExecutorUnavailable)
+EXECUTORS = ["serial", "processes", "dask"]
+log = logging.getLogger("recaudit")
+
+
+class ConsoleReporter:
+    """Messages to the ``recaudit`` logger; ``progress(label, done, total)`` as tqdm bars on a terminal."""
+
+    def __init__(self, quiet: bool = False, stream=None):
+        self.stream = stream or sys.stderr
+        self.bars_on = not quiet and getattr(self.stream, "isatty", lambda: False)()
+        self.bars: dict = {}
+
+    def __call__(self, message: str) -> None:
+        log.info(message)
+
+    def progress(self, label: str, done: float, total: float) -> None:
+        if not self.bars_on:
+            return
+        from tqdm import tqdm
+
+        bar = self.bars.get(label)
+        if bar is None:
+            bar = self.bars[label] = tqdm(total=total, desc=label, file=self.stream, leave=False, dynamic_ncols=True,
+                                          bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} "
+                                                     "[{elapsed}<{remaining}]")
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+            del self.bars[label]
+
+
+def _setup_logging(quiet: bool) -> None:
+    log.handlers.clear()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[recaudit] %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+def _add_run_options(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("scenario", type=Path, help="the scenario YAML file (see scenarios/ and `recaudit validate`)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="report folder (default: runs/<scenario name>); finished work is saved under it")
+    p.add_argument("--executor", choices=EXECUTORS,
+                   help=f"where {what} run, overriding the scenario's executor.kind (results do not depend on it)")
+    p.add_argument("--workers", type=int, metavar="N", help="workers for the processes / dask executors (>= 1)")
+    p.add_argument("--resume", action="store_true",
+                   help=f"reuse the finished {what} saved in --out (refused if they belong to another scenario)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars or log messages on stderr (bars also stay off when stderr is not a "
+                        "terminal)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="recaudit", description="Simulate and audit private recommenders.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports")
-    run.add_argument("scenario", type=Path)
-    run.add_argument("--out", type=Path, help="report folder (default: runs/<scenario name>)")
-    run.add_argument("--executor", choices=["serial", "processes", "dask"], help="override the scenario's executor")
-    run.add_argument("--workers", type=int, help="workers for the processes / dask executors")
-    run.add_argument("--resume", action="store_true", help="reuse finished trial blocks saved in --out")
+    parser = argparse.ArgumentParser(
+        prog="recaudit", description="Simulate private recommenders and audit their privacy claims.",
+        epilog="Exit codes: 0 done, 1 verdict 'violated' (with --fail-on-violation), 2 bad input (nothing run), "
+               "3 internal error (never a verdict), 130 interrupted.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports",
+                         description="Simulate the scenario's world, audit the mechanism's claim and write "
+                                     "report.json, report.md, report.html, trials.csv and accuracy.png.")
+    _add_run_options(run, "trial blocks")
     run.add_argument("--fail-on-violation", action="store_true", help="exit 1 when the verdict is 'violated'")
-    run.add_argument("--quiet", action="store_true")
-    sw = sub.add_parser("sweep", help="measure users needed for accurate clustering over the scenario's sweep grid")
-    sw.add_argument("scenario", type=Path)
-    sw.add_argument("--out", type=Path, help="report folder (default: runs/<scenario name>)")
-    sw.add_argument("--full", action="store_true", help="use each axis's full_values grid")
-    sw.add_argument("--executor", choices=["serial", "processes", "dask"])
-    sw.add_argument("--workers", type=int)
-    sw.add_argument("--resume", action="store_true", help="reuse finished sweep tasks saved in --out")
-    sw.add_argument("--quiet", action="store_true")
-    val = sub.add_parser("validate", help="check scenario files and report every problem")
-    val.add_argument("scenarios", type=Path, nargs="+")
-    sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators")
-    plan = sub.add_parser("plan", help="trials per world needed to show a true epsilon against a claim")
-    plan.add_argument("--true-epsilon", type=float, required=True)
-    plan.add_argument("--claimed-epsilon", type=float, required=True)
-    plan.add_argument("--delta", type=float, default=0.0)
-    plan.add_argument("--alpha", type=float, default=1e-3)
-    plan.add_argument("--power", type=float, default=0.9)
+    sw = sub.add_parser("sweep", help="measure users needed for accurate clustering over the scenario's sweep grid",
+                        description="Run the scenario's sweep: block and write sweep.json, sweep.md, sweep.html, "
+                                    "sweep_points.csv and scaling.png.")
+    _add_run_options(sw, "sweep runs")
+    sw.add_argument("--full", action="store_true", help="use each axis's full_values grid (hours) instead of values")
+    rep = sub.add_parser("report", help="rebuild every report of run folders without rerunning",
+                         description="Rebuild the reports of run folders from what they hold: report.json and "
+                                     "trials.csv (tests re-estimated from the saved scores) and/or sweep.json.")
+    rep.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                     help="a folder written by `recaudit run` or `recaudit sweep`")
+    rep.add_argument("--quiet", action="store_true", help="no log messages on stderr")
+    cmp = sub.add_parser("compare", help="tabulate and plot runs side by side",
+                         description="Tabulate and plot audit runs side by side: compare.json, compare.md and "
+                                     "compare.html (ε_LB against the claimed ε, the privacy–utility frontier).")
+    cmp.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `recaudit run`")
+    cmp.add_argument("--out", type=Path, metavar="DIR", default=Path("runs/compare"),
+                     help="folder for the comparison (default: runs/compare)")
+    cmp.add_argument("--quiet", action="store_true", help="no log messages on stderr")
+    val = sub.add_parser("validate", help="check scenario files and report every problem",
+                         description="Check scenario files without running them; every problem is printed as "
+                                     "file:line: path: message.")
+    val.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO", help="scenario YAML files")
+    sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators",
+                   description="Name every registered population, mechanism, attack, audit design and estimator.")
+    plan = sub.add_parser("plan", help="trials per world needed to show a true epsilon against a claim",
+                          description="Trials per world an audit needs to show a mechanism's true epsilon "
+                                      "against its claim with the given power, and the ceiling at that size.")
+    plan.add_argument("--true-epsilon", type=float, required=True, help="the epsilon the mechanism really has")
+    plan.add_argument("--claimed-epsilon", type=float, required=True, help="the epsilon it claims")
+    plan.add_argument("--delta", type=float, default=0.0, help="the claim's delta (default 0)")
+    plan.add_argument("--alpha", type=float, default=1e-3, help="1 - confidence of the bound (default 1e-3)")
+    plan.add_argument("--power", type=float, default=0.9, help="wanted chance of showing the violation")
     plan.add_argument("--shape", choices=["pure", "gaussian"], default="pure",
                       help="trade-off curve of the true mechanism (pure: tightest eps-DP; gaussian: mu-GDP)")
     return parser
@@ -100,83 +173,128 @@ def _cmd_validate(paths: list[Path]) -> int:
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
+def _one_line(text: str) -> str:
+    """``text`` on one terminal line (a scenario name cannot forge a line of output)."""
+    return " ".join(str(text).splitlines())
+
+
+def _summary_line(report: dict) -> str:
+    a, util = report["audit"], report["utility"]
+    ceiling = "unbounded" if a["ceiling"] is None else f"{a['ceiling']:.3f}"
+    return (f"{_one_line(report['scenario']['name'])}: claim ε={report['claim']['epsilon']:g} "
+            f"(δ={report['claim']['delta']:g}); ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence "
+            f"(ceiling {ceiling}); verdict {report['verdict']}; {utility_summary(util)}")
+
+
+def _load(args: argparse.Namespace):
+    from .io.scenario import load_scenario
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return None
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
+        return None
+    return scenario
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.neighbours import PairError
 
     from .io.report import write_reports
     from .runner import run_scenario
-    from .io.scenario import load_scenario
 
-    try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-        print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
+    scenario = _load(args)
+    if scenario is None:
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
-    say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
     with hold_folder(out):  # checked (and held) before any simulation
         try:
             result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
-                                  workers=args.workers, report=say)
+                                  workers=args.workers, report=ConsoleReporter(args.quiet))
         except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
             print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
             return EXIT_BAD_INPUT
         report = write_reports(result, out)
-    a = report["audit"]
-    print(f"{scenario.name}: claim ε={report['claim']['epsilon']:g} (δ={report['claim']['delta']:g}); "
-          f"ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence (ceiling {a['ceiling']:.3f}); "
-          f"verdict {report['verdict']}; {utility_summary(report['utility'])}")
-    print(f"reports in {out}/ (report.md, report.json, trials.csv)")
+    print(_summary_line(report))
+    print(f"reports in {out}/ (report.html, report.md, report.json, trials.csv)")
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .io.report import write_sweep_reports
-    from .io.scenario import load_scenario
     from .sweep import run_sweep
 
-    try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-        print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
+    scenario = _load(args)
+    if scenario is None:
         return EXIT_BAD_INPUT
     if scenario.sweep is None:
         print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
-    say = (lambda _: None) if args.quiet else (lambda msg: print(f"[recaudit] {msg}", file=sys.stderr))
     with hold_folder(out):
         result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
-                           workers=args.workers, report=say)
+                           workers=args.workers, report=ConsoleReporter(args.quiet))
         write_sweep_reports(result, out)
     print((out / "sweep.md").read_text())
     return EXIT_OK
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "plan":
-        return _cmd_plan(args)
-    if args.command == "list":
-        return _cmd_list()
-    if args.command == "validate":
-        return _cmd_validate(args.scenarios)
-    if args.command == "sweep":
-        return _cmd_sweep(args)
-    return _cmd_run(args)
+def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from .io.report import write_reports, write_sweep_files
+    from .runner import RunFolderError, result_from_run_dir
+
+    failed = False
+    for run_dir in args.run_dirs:
+        found = False
+        try:
+            if (run_dir / "report.json").exists():
+                found = True
+                report = write_reports(result_from_run_dir(run_dir), run_dir)
+                log.info("rebuilt %s/report.{json,md,html}, trials.csv, accuracy.png", run_dir)
+                print(_summary_line(report))
+            if (run_dir / "sweep.json").exists():
+                found = True
+                write_sweep_files(json.loads((run_dir / "sweep.json").read_text()), run_dir)
+                log.info("rebuilt %s/sweep.{json,md,html}, sweep_points.csv, scaling.png", run_dir)
+        except (RunFolderError, ValueError, KeyError) as exc:
+            print(f"{run_dir}: cannot rebuild its reports: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        if not found:
+            print(f"{run_dir}: no report.json or sweep.json (not a run folder)", file=sys.stderr)
+            failed = True
+    return EXIT_BAD_INPUT if failed else EXIT_OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .io.compare import CompareError, write_comparison
+
+    try:
+        rows = write_comparison(args.run_dirs, args.out)
+    except CompareError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print((args.out / "compare.md").read_text())
+    log.info("comparison of %d runs in %s/ (compare.html, compare.md, compare.json)", len(rows), args.out)
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 violated (with --fail-on-violation), 2 bad input, 3 internal error."""
     args = _parser().parse_args(argv)
+    _setup_logging(getattr(args, "quiet", False))
+    commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
+                "sweep": lambda: _cmd_sweep(args), "report": lambda: _cmd_report(args),
+                "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
+                "plan": lambda: _cmd_plan(args)}
     try:
-        return _dispatch(args)
+        return commands[args.command]()
     except BAD_INPUT as exc:
         print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -9,6 +9,7 @@ the verdicts; ``io.report`` writes them.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
-from .utility import accuracy_curve, completion_rmse
+from .utility import accuracy_curve, completion_rmse, presence_timeline, utility_reference
 
 
 @dataclass
@@ -74,6 +75,7 @@ class AuditResult:
     utility: dict
     world: dict
     timing: dict = field(default_factory=dict)
+    packages: dict | None = None  # the versions that ran it, when rebuilt from a run folder (None: these)
 
     @property
     def strongest(self) -> TestOutcome:
@@ -122,10 +124,11 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
     keep_outputs = (matrix is not None and matrix.test is not None) or job.view == "others"
-    recorder = Recorder(outputs="all" if keep_outputs else "watched")
+    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched")
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
-    curve = accuracy_curve(transcript, catalogue.item_labels)
+    reference, metric, reference_note = utility_reference(population, catalogue)
+    curve = accuracy_curve(transcript, reference)
     world_seconds = time.time() - started
 
     progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume,
@@ -136,28 +139,144 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
                            progress, report)
     audit_seconds = time.time() - started - world_seconds
 
-    family = len(output.runs) * len(attack_configs)
-    alpha_each = cfg.alpha / family  # simultaneous bounds: every printed epsilon holds jointly at 1 - alpha
-    tests = []
-    for t, (pair, run) in enumerate(zip(output.pairs, output.runs)):
-        worlds = run.get("worlds")
-        for a, attack_cfg in enumerate(attack_configs):
-            estimate = estimator.estimate(run["scores"][a], worlds, claim, alpha_each)
-            tests.append(TestOutcome(t, attack_cfg.kind, pair, estimate, run["scores"][a], worlds))
-    reject, adjusted = holm_adjust([t.p_value for t in tests], cfg.alpha)
-    for test, rej, adj in zip(tests, reject, adjusted):
-        test.adjusted_p_value, test.verdict = float(adj), "violated" if rej else "consistent"
+    tests = judge([(pair, run["scores"][a], run.get("worlds"), attack_cfg.kind)
+                   for pair, run in zip(output.pairs, output.runs) for a, attack_cfg in enumerate(attack_configs)],
+                  estimator, claim, cfg.alpha)
     verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
 
     final = curve[-1] if curve else {"accuracy": None}
-    utility = {"metric": "item clustering accuracy", "final_accuracy": final["accuracy"], "curve": curve}
+    utility = {"metric": metric, "reference": reference_note, "final_accuracy": final["accuracy"], "curve": curve}
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
         utility = completion_rmse(transcript, matrix.test)
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
              "answers": int(transcript.answer_user.size), "canaries": int(transcript.inserted.size),
              "releases": len(transcript.releases), "n_items": catalogue.n_items,
-             "n_item_clusters": catalogue.n_item_clusters}
+             "n_item_clusters": catalogue.n_item_clusters,
+             "horizon": float(churn.horizon), "timeline": presence_timeline(transcript, churn.horizon)}
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
     return AuditResult(scenario, claim, design.name, tests, verdict, utility, world, timing)
+
+
+def judge(runs: list[tuple], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:
+    """Bound every ``(pair, scores, worlds, attack)`` test at alpha / tests and give Holm-corrected verdicts.
+
+    Targets are numbered by the order their pairs first appear.
+    """
+    alpha_each = alpha / len(runs)  # simultaneous bounds: every printed epsilon holds jointly at 1 - alpha
+    targets: dict[int, int] = {}
+    tests = []
+    for pair, scores, worlds, attack in runs:
+        target = targets.setdefault(id(pair), len(targets))
+        tests.append(TestOutcome(target, attack, pair, estimator.estimate(scores, worlds, claim, alpha_each),
+                                 scores, worlds))
+    reject, adjusted = holm_adjust([t.p_value for t in tests], alpha)
+    for test, rej, adj in zip(tests, reject, adjusted):
+        test.adjusted_p_value, test.verdict = float(adj), "violated" if rej else "consistent"
+    return tests
+
+
+class _ProgressRecorder(Recorder):
+    """The default recorder, telling a ``report`` that has ``progress`` how far the simulated clock is."""
+
+    def __init__(self, report: Callable, horizon: float, **recorder_options):
+        super().__init__(**recorder_options)
+        self._tick, self._horizon = getattr(report, "progress", None), horizon
+
+    def answers(self, now: float, *args, **kwargs) -> None:
+        super().answers(now, *args, **kwargs)
+        if self._tick is not None:
+            self._tick("simulation (clock)", min(now, self._horizon), self._horizon)
+
+
+class RunFolderError(ValueError):
+    """A run folder cannot be turned back into reports (missing or foreign files)."""
+
+
+def result_from_run_dir(run_dir: Path) -> AuditResult:
+    """The :class:`AuditResult` a run folder records, its tests re-estimated from ``trials.csv``.
+
+    ``report.json`` gives the scenario, claim, world, utility, timing and
+    package versions of the run; ``trials.csv`` every attack score. Bounds,
+    p-values and verdicts are recomputed from the scores, so the rebuilt
+    reports equal the originals (apart from ``timing``) exactly when the
+    scores and the estimators are unchanged.
+    """
+    import pandas as pd
+
+    from .io.report import SCHEMA_VERSION
+    from .io.scenario import AuditConfig
+
+    run_dir = Path(run_dir)
+    try:
+        old = json.loads((run_dir / "report.json").read_text())
+        trials = pd.read_csv(run_dir / "trials.csv")
+    except FileNotFoundError as exc:
+        raise RunFolderError(f"{run_dir}: not a run folder ({Path(exc.filename).name} is missing)") from None
+    version = old.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RunFolderError(f"{run_dir}/report.json: schema_version {version!r}; this recaudit reads "
+                             f"{SCHEMA_VERSION}")
+    # the parts that judge the scores; the population is not rebuilt (its data may live elsewhere)
+    audit = AuditConfig.model_validate(old["scenario"]["audit"])
+    scenario = _RecordedScenario(old["scenario"], audit)
+    claim_data = {k: v for k, v in old["claim"].items() if k != "view"}
+    claim = PrivacyClaim(**claim_data)
+    estimator = build_estimator(audit)
+    runs, pairs, row = [], {}, 0
+    canaries = estimator.input == "canaries"
+    for t in old["tests"]:
+        n = audit.trials if canaries else 2 * audit.trials
+        part = trials.iloc[row:row + n]
+        row += n
+        if len(part) != n or (part["test"] != t["name"]).any():
+            raise RunFolderError(f"{run_dir}/trials.csv: rows {row - n}..{row - 1} are not test {t['name']!r}")
+        if canaries:
+            scores, worlds = part["score"].to_numpy(), part["world"].to_numpy()
+        else:
+            scores, worlds = np.stack([part.loc[part["world"] == w, "score"].to_numpy() for w in (0, 1)]), None
+        pair = pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches")))
+        runs.append((pair, scores, worlds, t["attack"]))
+    tests = judge(runs, estimator, claim, audit.alpha)
+    verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
+    timing = dict(old.get("timing", {}))
+    timing["report_rebuilt_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return AuditResult(scenario, claim, old["audit"]["design"], tests, verdict, old["utility"], old["world"],
+                       timing, packages=old["packages"])
+
+
+@dataclass
+class _RecordedPair:
+    """A target as a report records it: its number and, for local replay, its sketches in both worlds."""
+
+    target: int
+    sketches_record: dict | None
+
+    @property
+    def differing_bits(self):
+        return None if self.sketches_record is None else self.sketches_record["differing_bits"]
+
+    @property
+    def sketches(self):
+        rec = self.sketches_record
+        return None if rec is None else np.array([rec["world0"], rec["world1"]])
+
+
+@dataclass
+class _RecordedScenario:
+    """A scenario as a report records it (its population is not rebuilt: its data may live elsewhere)."""
+
+    data: dict
+    audit: object
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def seed(self) -> int:
+        return self.data["seed"]
+
+    def model_dump(self, mode: str = "json") -> dict:
+        return self.data

@@ -116,15 +116,24 @@ def contender_labels(configs: list) -> list[str]:
 
 
 def fit_slope(x: np.ndarray, u: np.ndarray, level: float = 0.95) -> dict:
-    """OLS of log U on log x: slope, its confidence interval, and the number of points."""
+    """OLS of log U on log x: slope, its confidence interval, the number of points, and the fitted line.
+
+    ``band`` holds, at each distinct x, the fitted U and the confidence interval of the fitted mean.
+    """
     import statsmodels.api as sm
 
     x, u = np.asarray(x, float), np.asarray(u, float)
     if np.unique(x).size < 2 or u.size < 3:
-        return {"slope": None, "ci_low": None, "ci_high": None, "points": int(u.size)}
+        return {"slope": None, "ci_low": None, "ci_high": None, "points": int(u.size), "intercept": None,
+                "band": []}
     fit = sm.OLS(np.log(u), sm.add_constant(np.log(x))).fit()
     low, high = fit.conf_int(alpha=1 - level)[1]
-    return {"slope": float(fit.params[1]), "ci_low": float(low), "ci_high": float(high), "points": int(u.size)}
+    grid = np.unique(x)
+    mean = fit.get_prediction(sm.add_constant(np.log(grid), has_constant="add")).summary_frame(alpha=1 - level)
+    band = [{"x": float(g), "fit": float(np.exp(m)), "low": float(np.exp(lo)), "high": float(np.exp(hi))}
+            for g, m, lo, hi in zip(grid, mean["mean"], mean["mean_ci_lower"], mean["mean_ci_upper"])]
+    return {"slope": float(fit.params[1]), "ci_low": float(low), "ci_high": float(high), "points": int(u.size),
+            "intercept": float(fit.params[0]), "band": band}
 
 
 @dataclass
@@ -182,8 +191,12 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         for n, (task, result) in enumerate(as_finished(executor, todo), 1):
             results[task] = result
             progress.save_json(key(task), result)
-            report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
-                   f"{labels[task[3]]})")
+            tick = getattr(report, "progress", None)
+            if tick is not None:
+                tick("sweep runs", n, len(todo))
+            else:
+                report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
+                       f"{labels[task[3]]})")
 
     points, fits, bounds = [], [], []
     for a, axis in enumerate(sweep.axes):

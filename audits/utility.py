@@ -1,10 +1,17 @@
-"""What privacy costs: how well the server's published clustering matches the truth."""
+"""What privacy costs: how well the server's published clustering matches the truth (or, on real data,
+the clustering the same data gives without privacy)."""
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from mechanisms.clustering import kmeans_1d
 from simulator.transcript import Transcript
+
+TRUTH_METRIC = "item clustering accuracy"
+AGREEMENT_METRIC = "agreement with the non-private clustering"
+AGREEMENT_REFERENCE = ("exact 1-D k-means of every item's like rate over all users of the ratings file "
+                       "(the statistic MaxSense estimates, computed without privacy)")
 
 
 def clustering_accuracy(labels: np.ndarray, truth: np.ndarray) -> float:
@@ -38,8 +45,8 @@ def completion_rmse(transcript: Transcript, test) -> dict:
     outputs = transcript.outputs[np.flatnonzero(background)]
     source = transcript.user_cluster[users[background]]
     held = test[source].tocoo()  # rows follow ``outputs``
-    result = {"metric": "held-out RMSE", "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None,
-              "held_out": int(held.nnz)}
+    result = {"metric": "held-out RMSE", "reference": "the held-out ratings of the panel's users",
+              "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None, "held_out": int(held.nnz)}
     if held.nnz:
         predictions = outputs.at(held.row, held.col)
         result["rmse"] = float(np.sqrt(np.mean((predictions - held.data) ** 2)))
@@ -54,4 +61,28 @@ def utility_summary(utility: dict) -> str:
             return "held-out RMSE n/a (no held-out ratings)"
         return f"held-out RMSE {utility['rmse']:.4g} (predicting 0: {utility['zero_rmse']:.4g})"
     value = utility.get("final_accuracy")
-    return f"clustering accuracy {'n/a' if value is None else value}"
+    metric = utility.get("metric", "item clustering accuracy")
+    label = "clustering accuracy" if metric == "item clustering accuracy" else metric
+    return f"{label} {'n/a' if value is None else value}"
+
+
+def utility_reference(population, catalogue) -> tuple[np.ndarray | None, str, str | None]:
+    """The labels releases are scored against, the metric's name and how the reference was made.
+
+    Simulated worlds have true item clusters; a ratings file has none, so its
+    releases are compared with the non-private clustering of the same data.
+    """
+    if catalogue.item_labels is not None:
+        return catalogue.item_labels, TRUTH_METRIC, "the true item clusters of the simulated world"
+    rates = getattr(population, "item_like_rates", None)
+    if rates is None:
+        return None, TRUTH_METRIC, None
+    return kmeans_1d(rates(), catalogue.n_item_clusters), AGREEMENT_METRIC, AGREEMENT_REFERENCE
+
+
+def presence_timeline(transcript: Transcript, horizon: float, points: int = 101) -> dict:
+    """Users present (arrived, not yet left) at ``points`` evenly spaced times over ``[0, horizon]``."""
+    times = np.linspace(0.0, horizon, points)
+    arrived = np.searchsorted(np.sort(transcript.arrival), times, side="right")
+    left = np.searchsorted(np.sort(transcript.departure), times, side="right")
+    return {"time": [float(t) for t in times], "users_present": [int(n) for n in arrived - left]}

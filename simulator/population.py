@@ -282,8 +282,8 @@ class RatingsFilePopulation:
     are kept, ``test_fraction`` of the ratings are held out and each user's training
     ratings are capped at ``max_ratings_per_user`` (both drawn from ``split_seed``).
     Users are resampled from the training table; a rating is a like when it is
-    ``>= like_threshold``. The true item clusters are unknown: clustering accuracy is
-    not reported for it.
+    ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
+    with a non-private clustering of the same file instead (``audits.utility``).
     """
 
     path: Path
@@ -322,6 +322,11 @@ class RatingsFilePopulation:
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
         _, _, w = self._users()
         return Catalogue(self._data.n_items, self.n_item_clusters, None, w)
+
+    def item_like_rates(self) -> np.ndarray:
+        """Fraction of the file's users who like each item: the non-private statistic reports compare to."""
+        users, active, _ = self._users()
+        return np.asarray(users.take(active).likes.sum(axis=0), dtype=float).ravel() / max(active.size, 1)
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, active, _ = self._users()

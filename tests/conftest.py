@@ -34,3 +34,34 @@ def small_world(data: dict, trials: int = 20_000) -> dict:
     data["audit"]["trials"] = trials
     data["audit"]["block_size"] = max(1, trials // 4)
     return data
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+@pytest.fixture(autouse=True)
+def written_reports(monkeypatch) -> list[Path]:
+    """Every report.json a test writes, validated at write time against the published schema.
+
+    The report module's writer is wrapped: a report that breaks the schema,
+    or a file that is not strict JSON (``NaN``, ``Infinity``), fails the test
+    that wrote it. Returns the paths validated so far.
+    """
+    import json
+
+    import jsonschema
+
+    from audits.io import report as report_module
+
+    validator = jsonschema.Draft202012Validator(report_module.schema())
+    original, seen = report_module.write_json, []
+
+    def checked(path, data, allow_nan=True):
+        original(path, data, allow_nan=allow_nan)
+        if Path(path).name == "report.json":
+            validator.validate(json.loads(Path(path).read_text(), parse_constant=_reject_constant))
+            seen.append(Path(path))
+
+    monkeypatch.setattr(report_module, "write_json", checked)
+    return seen

@@ -116,7 +116,10 @@ def block_sizes(trials: int, block_size: int) -> list[int]:
 
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
                executor: Executor, progress, report: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
-    """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes."""
+    """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes.
+
+    A ``report`` with a ``progress(label, done, total)`` method is told of every finished block.
+    """
     sizes = block_sizes(trials, block_size)
     results: dict[tuple[int, int], dict] = {}
     todo = []
@@ -132,7 +135,11 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     for n, ((target, index), result) in enumerate(as_finished(executor, todo), 1):
         results[target, index] = result
         progress.save_arrays(f"block-{target:03d}-{index:06d}", result)
-        report(f"trial block {n}/{len(todo)} done")
+        tick = getattr(report, "progress", None)
+        if tick is not None:
+            tick("trial blocks", n, len(todo))
+        else:
+            report(f"trial block {n}/{len(todo)} done")
     merged = []
     for target in range(len(pairs)):
         blocks = [results[target, b] for b in range(len(sizes))]

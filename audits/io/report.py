@@ -1,15 +1,26 @@
-"""Audit reports: report.json (machines), report.md (people), trials.csv, accuracy.png."""
+"""Audit reports: report.json (machines), report.md and report.html (people), trials.csv, accuracy.png.
+
+``report.json`` follows the JSON Schema in ``report.schema.json`` (version
+``SCHEMA_VERSION``); it is strict JSON: a number that is infinite or
+undefined is written as ``null``. Every string a user chose (scenario name,
+kinds, paths) is escaped in Markdown (:func:`md`) and HTML (Jinja2 autoescaping).
+"""
 from __future__ import annotations
 
-from importlib import metadata
+import base64
+import math
+import re
+from importlib import metadata, resources
 from pathlib import Path
 
 import numpy as np
 
 from ..utility import utility_summary
+from . import plots
 from .store import write_bytes, write_json, write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
+SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
 WALL_CLOCK_FIELDS = ("timing",)
 
@@ -63,11 +74,12 @@ def report_dict(result) -> dict:
     scenario = result.scenario
     tests = [_test_dict(t, claim) for t in result.tests]
     strongest = max(tests, key=lambda t: t["epsilon_lb"])
-    return {
+    packages = getattr(result, "packages", None) or {name: _version(name) for name in PACKAGES}
+    report = {
         "schema_version": SCHEMA_VERSION,
         "scenario": scenario.model_dump(mode="json"),
         "seed": {"root": scenario.seed, "entropy": str(np.random.SeedSequence(scenario.seed).entropy)},
-        "packages": {name: _version(name) for name in PACKAGES},
+        "packages": packages,
         "claim": claim.to_dict(),
         "audit": {
             "view": claim.view,
@@ -87,10 +99,49 @@ def report_dict(result) -> dict:
         "world": result.world,
         "timing": result.timing,
     }
+    report = finite(report)
+    report["summary"] = verdict_sentence(report)
+    return report
+
+
+def finite(data):
+    """``data`` with every infinite or NaN float replaced by None (numpy scalars become Python numbers)."""
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    if isinstance(data, np.generic):
+        data = data.item()
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
 
 
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4g}"
+
+
+_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def md(text) -> str:
+    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup characters are
+    backslash-escaped and ``< > &`` become entities (so no raw HTML tag survives, whatever the renderer)."""
+    return _MD_SPECIAL.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
+                           " ".join(str(text).splitlines()))
+
+
+def verdict_sentence(report: dict) -> str:
+    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict."""
+    claim, audit = report["claim"], report["audit"]
+    delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
+    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
+    tests = audit["tests_in_family"]
+    best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
+            f"per {claim['unit']}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
+            f"confidence (ceiling {ceiling}): {report['verdict']}.")
 
 
 def report_markdown(report: dict) -> str:
@@ -99,21 +150,24 @@ def report_markdown(report: dict) -> str:
     runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
             else f"{audit['canaries']:,} canaries in one run")
     lines = [
-        f"# Audit: {report['scenario']['name']}",
+        f"# Audit: {md(report['scenario']['name'])}",
+        "",
+        md(report["summary"]),
         "",
         f"**Verdict: {report['verdict']}** — the claim is "
         + ("contradicted: the mechanism is provably less private than it says."
            if report["verdict"] == "violated" else
            "not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        f"- mechanism `{report['scenario']['mechanism']['kind']}`; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
         f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
-        f"(ceiling {audit['ceiling']:.4f}, tightness {_fmt(audit['tightness'])}), {runs} "
+        f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
         f"(design `{audit['design']}`)",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
-        f"- utility: {utility_summary(util)}" + (" at the last release" if util.get("curve") else ""),
+        f"- utility: {utility_summary(util)}" + (" at the last release" if util.get("curve") else "")
+        + (f" (reference: {md(util['reference'])})" if util.get("reference") else ""),
         "",
         "## Tests",
         "",
@@ -125,9 +179,9 @@ def report_markdown(report: dict) -> str:
         c = t["counts"]
         counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
                   else f"{c['v']}/{c['r']} guesses right of {c['m']}")
-        lines.append(f"| {t['name']} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
-                     f"{t['ceiling']:.4f} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
-                     f"{counts} | {t['holm_adjusted_p_value']:.3g} | {t['verdict']} |")
+        lines.append(f"| {md(t['name'])} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+                     f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
+                     f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
@@ -135,15 +189,23 @@ def report_markdown(report: dict) -> str:
         "",
         "## Utility over time",
         "",
-        "| time | users seen | accuracy |",
+        f"| time | users seen | {md(util['metric'])} |",
         "|---:|---:|---:|",
     ]
     lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p['accuracy'])} |" for p in util["curve"]]
     w = report["world"]
-    lines += ["", f"World: {w['users_arrived']:,} users arrived, {w['users_answered']:,} answered, "
+    lines += ["", f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
+              f"arrived, {w['users_answered']:,} answered, "
               f"{w['releases']} releases over {w['n_items']} items in {w['n_item_clusters']} clusters.",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
+
+
+def population_text(population: dict) -> str:
+    """One line naming the population (its kind, and the file for real data)."""
+    if population.get("path") is not None:
+        return f"{population['kind']} from {population['path']}"
+    return str(population["kind"])
 
 
 def write_reports(result, out_dir: Path) -> dict:
@@ -152,8 +214,9 @@ def write_reports(result, out_dir: Path) -> dict:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     report = report_dict(result)
-    write_json(out_dir / "report.json", report)
+    write_json(out_dir / "report.json", report, allow_nan=False)
     write_text(out_dir / "report.md", report_markdown(report))
+    write_text(out_dir / "report.html", report_html(report, result.tests))
     frames = []
     for test in result.tests:
         if test.worlds is not None:  # one-run canaries
@@ -199,12 +262,9 @@ def _plot_accuracy(report: dict, path: Path) -> None:
 
 
 def write_sweep_reports(result, out_dir: Path) -> dict:
-    """sweep.json, sweep.md, sweep_points.csv and scaling.png for a scaling sweep."""
-    import pandas as pd
-
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """sweep.json, sweep.md, sweep.html, sweep_points.csv and scaling.png for a scaling sweep."""
     sweep = result.scenario.sweep
-    report = {
+    report = finite({
         "schema_version": SCHEMA_VERSION,
         "scenario": result.scenario.model_dump(mode="json"),
         "grid": result.grid,
@@ -212,32 +272,42 @@ def write_sweep_reports(result, out_dir: Path) -> dict:
         "definition": f"U* = users seen when item clustering accuracy first reaches {sweep.target_accuracy:g} "
                       f"and stays there for {sweep.stable_checkpoints} checkpoints "
                       f"({sweep.checkpoints_per_decade} per decade); censored at {sweep.max_users:,}",
+        "mechanisms": list(result.mechanisms),
         "fits": result.fits,
         "points": result.points,
-    }
-    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(result.points).to_csv(index=False).encode())
-    report["medians"] = sweep_medians(result)
-    report["bounds"] = result.bounds
-    write_json(out_dir / "sweep.json", report)
-    mechanisms = ", ".join(f"`{m}`" for m in result.mechanisms)
-    lines = [f"# Scaling sweep: {result.scenario.name} ({result.grid} grid)", "",
-             f"Mechanism{'s' if len(result.mechanisms) > 1 else ''} {mechanisms}. {report['definition']}.", "",
+        "medians": sweep_medians(result),
+        "bounds": result.bounds,
+    })
+    write_sweep_files(report, out_dir)
+    return report
+
+
+def sweep_markdown(report: dict) -> str:
+    scenario, mechanisms = report["scenario"], report["mechanisms"]
+    names = ", ".join(f"`{_code(m)}`" for m in mechanisms)
+    lines = [f"# Scaling sweep: {md(scenario['name'])} ({report['grid']} grid)", "",
+             f"Mechanism{'s' if len(mechanisms) > 1 else ''} {names}. {report['definition']}.", "",
              "| mechanism | parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | "
              "theory in CI | censored runs |", "|---|---|---|---:|---|---:|---|---:|"]
-    for f in result.fits:
+    for f in report["fits"]:
         slope = "n/a" if f["slope"] is None else f"{f['slope']:+.2f}"
         ci = "n/a" if f["slope"] is None else f"[{f['ci_low']:+.2f}, {f['ci_high']:+.2f}]"
         th = "n/a" if f["theory_slope"] is None else f"{f['theory_slope']:+.2f}"
         inside = {None: "n/a", True: "yes", False: "**no**"}[f["theory_in_ci"]]
-        lines.append(f"| {f.get('mechanism', result.mechanisms[0])} | {f['parameter']} | "
+        lines.append(f"| {md(f.get('mechanism', mechanisms[0]))} | {f['parameter']} | "
                      f"{', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | {inside} | "
                      f"{f['censored']} |")
     lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
-              "(their constants are unknown, so only slopes are compared).", ""]
-    lines += _median_tables(result, report["medians"])
-    write_text(out_dir / "sweep.md", "\n".join(lines))
-    _plot_sweep(result, out_dir / "scaling.png")
-    return report
+              "(their constants are unknown, so only slopes are compared; the plotted theory curve has its "
+              "constant fitted to the runs). Censored runs (target not reached by the cap) are left out of "
+              "the fit and drawn at the cap in `scaling.png`.", ""]
+    lines += _median_tables(report)
+    return "\n".join(lines)
+
+
+def _code(text) -> str:
+    """``text`` for a Markdown code span: one line, no backticks (nothing inside a code span is markup)."""
+    return " ".join(str(text).replace("`", "'").splitlines())
 
 
 def sweep_medians(result) -> list[dict]:
@@ -259,60 +329,161 @@ def sweep_medians(result) -> list[dict]:
     return rows
 
 
-def _median_tables(result, medians: list[dict]) -> list[str]:
+def _median_tables(report: dict) -> list[str]:
     """Markdown: per axis, median U* of every mechanism and every lower bound at each value."""
+    mechanisms, medians, bounds = report["mechanisms"], report["medians"], report["bounds"]
     lines = []
-    for fit in result.fits[:: len(result.mechanisms)]:
+    for fit in report["fits"][:: len(mechanisms)]:
         parameter = fit["parameter"]
-        names = list(dict.fromkeys(b["bound"] for b in result.bounds if b["parameter"] == parameter))
-        head = [f"`{m}` median U*" for m in result.mechanisms] + [f"bound: {n}" for n in names]
-        lines += [f"Median U* over {result.scenario.sweep.replicates} replicates (≥: the median run was censored; "
-                  f"(k) = k runs censored), lower bounds beside:", "",
+        names = list(dict.fromkeys(b["bound"] for b in bounds if b["parameter"] == parameter))
+        head = [f"`{_code(m)}` median U*" for m in mechanisms] + [f"bound: {n}" for n in names]
+        lines += [f"Median U* over {report['scenario']['sweep']['replicates']} replicates (≥: the median run was "
+                  f"censored; (k) = k runs censored), lower bounds beside:", "",
                   f"| {parameter} | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
         for value in fit["values"]:
             cells = []
-            for m in result.mechanisms:
+            for m in mechanisms:
                 row = next(r for r in medians if r["parameter"] == parameter and r["mechanism"] == m
                            and r["value"] == value)
                 cells.append(("≥" if row["censored_median"] else "") + f"{row['median']:,.0f}"
                              + (f" ({row['censored']})" if row["censored"] else ""))
             for n in names:
-                users = next(b["users"] for b in result.bounds if b["parameter"] == parameter
+                users = next(b["users"] for b in bounds if b["parameter"] == parameter
                              and b["bound"] == n and b["value"] == value)
                 cells.append(f"{users:,.3g}")
             lines.append(f"| {value:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    if result.bounds:
-        drawn = list(dict.fromkeys(b["bound"] for b in result.bounds))
+    if bounds:
+        drawn = list(dict.fromkeys(b["bound"] for b in bounds))
         scope = {"fano": "Fano's is for two item clusters", "scarce": "the scarce one is stated (C = 1) for "
                  "w = o(N^(1/3)) and eps <= ln 2", "adaptive": "the adaptive one (C = 1) for w = 1"}
         lines += ["Bounds (`mechanisms/theory.py`, ALGORITHMS.md A): "
-                  + "; ".join(dict.fromkeys(b["label"] for b in result.bounds)) + ". "
+                  + "; ".join(dict.fromkeys(b["label"] for b in bounds)) + ". "
                   + "; ".join(scope[n] for n in drawn) + ".", ""]
     return lines
 
 
-def _plot_sweep(result, path: Path) -> None:
+def write_sweep_files(report: dict, out_dir: Path) -> None:
+    """Every file of a sweep report from its JSON (``recaudit report`` calls this on a saved sweep.json)."""
+    import pandas as pd
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "sweep.json", report, allow_nan=False)
+    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(report["points"]).to_csv(index=False).encode())
+    write_text(out_dir / "sweep.md", sweep_markdown(report))
+    png = sweep_figure(report)
+    write_bytes(out_dir / "scaling.png", png)
+    fig = figure("Users needed against each swept parameter", png,
+                 "U* of every run (dots) on log–log axes, runs censored at the cap drawn as hollow triangles "
+                 "(left out of the fit), the OLS line with the 95% confidence band of its mean, and the theory "
+                 "curve with its unknown constant fitted to the runs (only its slope is a prediction).")
+    write_text(out_dir / "sweep.html", render_html("sweep.html", report=report, figures=[fig]))
+
+
+# ---------------------------------------------------------------- HTML
+
+MAX_ROC_CURVES = 6
+
+
+def _environment():
+    """The Jinja2 environment of the report templates; autoescaping is on for every template."""
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files(__package__) / "templates")),
+                              autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def render_html(template: str, **context) -> str:
+    """Render one of the package's HTML templates (every value autoescaped)."""
+    env = _environment()
+    env.filters["num"] = _fmt
+    return env.get_template(template).render(**context)
+
+
+def figure(title: str, png: bytes | None, caption: str) -> dict | None:
+    """A figure for a template: the PNG embedded as a data URI."""
+    if png is None:
+        return None
+    return {"title": title, "caption": caption, "src": "data:image/png;base64," + base64.b64encode(png).decode()}
+
+
+def roc_curves(report: dict, tests) -> list[dict]:
+    """ROC curves of the strongest tests (at most MAX_ROC_CURVES) from their scores."""
+    rows = sorted(zip(report["tests"], tests), key=lambda pair: -pair[0]["epsilon_lb"])[:MAX_ROC_CURVES]
+    curves = []
+    for d, test in rows:
+        if test.worlds is not None:
+            neg, pos = test.scores[test.worlds == 0], test.scores[test.worlds == 1]
+        else:
+            neg, pos = test.scores[0], test.scores[1]
+        fpr, tpr = plots.roc_curve(neg, pos, d.get("direction") or 1)
+        curves.append({"name": d["name"], "fpr": fpr, "tpr": tpr, "epsilon_lb": d["epsilon_lb"],
+                       "runs": int(min(neg.size, pos.size))})
+    return curves
+
+
+def report_figures(report: dict, tests) -> list[dict]:
+    """Every figure of one run's HTML report."""
+    claim = report["claim"]
+    shown = min(len(report["tests"]), MAX_ROC_CURVES)
+    figures = [
+        figure("Attack ROC", plots.roc_figure(roc_curves(report, tests), claim),
+               f"Each test's true against false positive rate over all its runs ({shown} strongest of "
+               f"{len(report['tests'])} tests), log–log. No ({claim['epsilon']:g}, {claim['delta']:g})-DP "
+               "mechanism can put a point above the black boundary; points that do, beyond sampling error, "
+               "contradict the claim. Dashed: the boundary at each test's ε_LB."),
+        figure("ε lower bounds against the claim",
+               plots.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
+                                      "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
+                                      "confidence": t["confidence"], "verdict": t["verdict"]}
+                                     for t in report["tests"]], "ε_LB per test"),
+               "Each test's lower bound (dot) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling "
+               "(the largest bound these runs could show). Above the diagonal: the claim is exceeded."),
+        figure("The world over time", plots.timeline_figure(report["world"], report["utility"]),
+               "Users present in the churn world, the server's releases (grey lines) and the utility of "
+               "each release."),
+    ]
+    return [f for f in figures if f is not None]
+
+
+def report_html(report: dict, tests) -> str:
+    """The self-contained HTML report of one run (figures embedded)."""
+    return render_html("report.html", report=report, figures=report_figures(report, tests),
+                       population=population_text(report["scenario"]["population"]))
+
+
+def schema() -> dict:
+    """The published JSON Schema of ``report.json``."""
+    import json
+
+    return json.loads((resources.files(__package__) / SCHEMA_FILE).read_text())
+
+
+def sweep_figure(report: dict) -> bytes:
+    """scaling.png: U* of every run per mechanism (censored ones hollow, at the cap), medians, scaled theory, bounds."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    mechanisms = result.mechanisms
-    axes_fits = result.fits[:: len(mechanisms)]
+    mechanisms, fits, points, bounds = report["mechanisms"], report["fits"], report["points"], report["bounds"]
+    axes_fits = fits[:: len(mechanisms)]
     markers, colours = "osD^v<>", plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    cap = result.scenario.sweep.max_users
-    wide = len(mechanisms) > 1 or bool(result.bounds)  # a legend outside the axes
+    cap = report["scenario"]["sweep"]["max_users"]
+    wide = len(mechanisms) > 1 or bool(bounds)  # a legend outside the axes
     fig, axes = plt.subplots(1, len(axes_fits), figsize=((8.4 if wide else 4.2) * len(axes_fits), 4.2),
                              squeeze=False)
     for ax, first in zip(axes[0], axes_fits):
         parameter = first["parameter"]
         titles = []
         for m, label in enumerate(mechanisms):
-            fit = next(f for f in result.fits if f["parameter"] == parameter
+            fit = next(f for f in fits if f["parameter"] == parameter
                        and f.get("mechanism", mechanisms[0]) == label)
             colour = colours[m % len(colours)]
-            pts = [p for p in result.points if p["parameter"] == parameter and p.get("mechanism", label) == label]
+            pts = [p for p in points if p["parameter"] == parameter and p.get("mechanism", label) == label]
             done = [p for p in pts if p["u_star"] is not None]
             cut = [p for p in pts if p["u_star"] is None]
             ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], markers[m % len(markers)],
@@ -334,8 +505,8 @@ def _plot_sweep(result, path: Path) -> None:
                                                                   f"(slope {fit['theory_slope']:+.2f})")
             if fit["slope"] is not None:
                 titles.append(f"{label} {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
-        for k, name in enumerate(dict.fromkeys(b["bound"] for b in result.bounds if b["parameter"] == parameter)):
-            rows = [b for b in result.bounds if b["parameter"] == parameter and b["bound"] == name]
+        for k, name in enumerate(dict.fromkeys(b["bound"] for b in bounds if b["parameter"] == parameter)):
+            rows = [b for b in bounds if b["parameter"] == parameter and b["bound"] == name]
             rows = [b for b in rows if b["users"] >= 1]  # a bound below one user says nothing
             if rows:
                 ax.loglog([b["value"] for b in rows], [b["users"] for b in rows], "--", color="0.35",
@@ -344,8 +515,8 @@ def _plot_sweep(result, path: Path) -> None:
         ax.set_xticks(first["values"], [f"{v:g}" for v in first["values"]])
         ax.minorticks_off()
         ax.set_xlabel(parameter)
-        if parameter == "population.ratings_per_user" and "n_items" in result.scenario.population.model_fields:
-            n = result.scenario.population.n_items  # the information regimes read better as w / N
+        if parameter == "population.ratings_per_user" and "n_items" in report["scenario"]["population"]:
+            n = report["scenario"]["population"]["n_items"]  # the information regimes read better as w / N
             top = ax.secondary_xaxis("top", functions=(lambda w: w / n, lambda r: r * n))
             top.set_xlabel(f"w / N (N = {n})", fontsize=8)
             top.set_xticks([v / n for v in first["values"]], [f"{v / n:.2g}" for v in first["values"]])
@@ -357,5 +528,7 @@ def _plot_sweep(result, path: Path) -> None:
             ax.legend(fontsize=6.5)
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
+    return buffer.getvalue()

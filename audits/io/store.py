@@ -52,8 +52,9 @@ def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2) + "\n")
+def write_json(path: Path, data: Any, allow_nan: bool = True) -> None:
+    """``data`` as indented JSON; with ``allow_nan=False`` a NaN or infinity is an error (strict JSON)."""
+    write_text(path, json.dumps(data, indent=2, allow_nan=allow_nan) + "\n")
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:

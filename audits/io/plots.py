@@ -1,0 +1,231 @@
+"""The report figures (matplotlib, Agg), each returned as PNG bytes so reports can embed or save them.
+
+Every figure is a pure function of report data (and, for ROC curves, of the
+saved trial scores), so ``recaudit report`` redraws them identically.
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+ROC_POINTS = 400  # thresholds drawn per ROC curve (quantiles of the scores when there are more)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def one_line(text, limit: int = 40) -> str:
+    """A label on one short line (user strings may hold line breaks)."""
+    text = " ".join(str(text).splitlines())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def roc_curve(negatives: np.ndarray, positives: np.ndarray, direction: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(FPR, TPR) of "score · direction ≥ t" over thresholds t at the scores' values (at most ROC_POINTS)."""
+    neg, pos = np.sort(direction * np.asarray(negatives, float)), np.sort(direction * np.asarray(positives, float))
+    thresholds = np.unique(np.concatenate([neg, pos]))
+    if thresholds.size > ROC_POINTS:
+        thresholds = np.unique(np.quantile(thresholds, np.linspace(0, 1, ROC_POINTS)))
+    fpr = 1.0 - np.searchsorted(neg, thresholds, side="left") / neg.size
+    tpr = 1.0 - np.searchsorted(pos, thresholds, side="left") / pos.size
+    return fpr, tpr
+
+
+def dp_boundary(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """The largest TPR an (ε, δ)-DP mechanism allows at each FPR (both constraints of the trade-off curve)."""
+    fpr = np.asarray(fpr, float)
+    return np.minimum(1.0, np.minimum(math.exp(epsilon) * fpr + delta, 1.0 - math.exp(-epsilon) * (1.0 - delta - fpr)))
+
+
+def roc_figure(curves: list[dict], claim: dict) -> bytes:
+    """Attack ROC curves on log–log axes with the claimed ε-DP boundary (and each test's ε_LB boundary).
+
+    ``curves``: ``name``, ``fpr``, ``tpr``, ``epsilon_lb``. Points with FPR or TPR 0 cannot be drawn on
+    log axes; the caption says how many runs each curve has.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    floor = min((1.0 / c["runs"] for c in curves), default=1e-4)
+    grid = np.logspace(math.log10(floor), 0, 200)
+    ax.plot(grid, dp_boundary(grid, claim["epsilon"], claim["delta"]), "k-", lw=2,
+            label=f"claimed boundary ε = {claim['epsilon']:g}, δ = {claim['delta']:g}")
+    ax.plot(grid, grid, ":", color="0.5", label="chance (TPR = FPR)")
+    for i, c in enumerate(curves):
+        keep = (c["fpr"] > 0) & (c["tpr"] > 0)
+        color = f"C{i % 10}"
+        ax.plot(c["fpr"][keep], c["tpr"][keep], "o-", ms=3, color=color, label=f"{one_line(c['name'])} ({c['runs']:,} runs)")
+        if c.get("epsilon_lb") is not None:
+            ax.plot(grid, dp_boundary(grid, c["epsilon_lb"], claim["delta"]), "--", color=color, lw=1,
+                    label=f"boundary at its ε_LB = {c['epsilon_lb']:.3g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(floor, 1.0)
+    ax.set_ylim(floor, 1.05)
+    ax.set_xlabel("false positive rate (world 0 called world 1)")
+    ax.set_ylabel("true positive rate")
+    ax.set_title("Attack ROC (all runs) against the ε-DP boundary", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def epsilon_figure(rows: list[dict], title: str) -> bytes:
+    """ε_LB of each row with its one-sided interval up to the ceiling, against the claimed ε (diagonal drawn).
+
+    ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling``, ``confidence``. A claim below the diagonal's
+    reach of its ε_LB is contradicted at that confidence.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    claims = [r["claim"] for r in rows]
+    top = max([r["ceiling"] for r in rows if r["ceiling"] is not None] + claims + [1e-3])
+    high = max(claims + [r["epsilon_lb"] for r in rows]) * 1.15 + 0.05
+    ax.plot([0, high], [0, high], "k-", lw=1, label="ε_LB = claimed ε")
+    span = max(claims) - min(claims)
+    jitter = 0.015 * (span if span > 0 else max(claims[0], 1.0))
+    for i, r in enumerate(rows):
+        x = r["claim"] + jitter * (i - (len(rows) - 1) / 2) / max(len(rows), 1)
+        color = "C3" if r.get("verdict") == "violated" else "C0"
+        ax.errorbar([x], [r["epsilon_lb"]], yerr=[[0], [max((r["ceiling"] or top) - r["epsilon_lb"], 0)]],
+                    fmt="o", color=color, ecolor=color, elinewidth=1, capsize=3, lolims=[True],
+                    label=None)
+        ax.annotate(one_line(r["label"]), (x, r["epsilon_lb"]), textcoords="offset points", xytext=(5, -10), fontsize=7)
+    ax.plot([], [], "o", color="C0", label="ε_LB, consistent (arrow: interval [ε_LB, ∞) up to the ceiling)")
+    ax.plot([], [], "o", color="C3", label="ε_LB, violated")
+    ax.set_xlim(0, high)
+    ax.set_ylim(0, max(high, top * 1.05))
+    ax.set_xlabel("claimed ε")
+    ax.set_ylabel("ε lower bound")
+    conf = sorted({r["confidence"] for r in rows})
+    ax.set_title(f"{title} (confidence {', '.join(f'{c:.3g}' for c in conf)})", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def timeline_figure(world: dict, utility: dict) -> bytes | None:
+    """Users present over time, the releases, and the utility of each release (None without a timeline)."""
+    timeline = world.get("timeline")
+    if not timeline:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.0, 3.6))
+    ax.plot(timeline["time"], timeline["users_present"], "-", color="C0", label="users present")
+    ax.set_xlabel("time")
+    ax.set_ylabel("users present", color="C0")
+    for i, p in enumerate(utility["curve"]):
+        ax.axvline(p["time"], color="0.75", lw=0.8, zorder=0, label="release" if i == 0 else None)
+    curve = [p for p in utility["curve"] if p["accuracy"] is not None]
+    lines, labels = ax.get_legend_handles_labels()
+    if curve:
+        right = ax.twinx()
+        right.plot([p["time"] for p in curve], [p["accuracy"] for p in curve], "s-", color="C2",
+                   label=utility["metric"])
+        right.set_ylim(0, 1.02)
+        right.set_ylabel(utility["metric"], color="C2")
+        more = right.get_legend_handles_labels()
+        lines, labels = lines + more[0], labels + more[1]
+    ax.legend(lines, labels, fontsize=7, loc="lower right")
+    ax.set_title("The world over time", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def frontier_figure(rows: list[dict]) -> bytes | None:
+    """Utility against ε for every run, one series per mechanism, the non-dominated runs joined (the frontier).
+
+    ``rows``: ``label``, ``mechanism``, ``claim``, ``epsilon_lb``, ``utility`` (None: not drawn).
+    """
+    rows = [r for r in rows if r["utility"] is not None]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    for i, mech in enumerate(sorted({r["mechanism"] for r in rows})):
+        mine = sorted((r for r in rows if r["mechanism"] == mech), key=lambda r: r["claim"])
+        ax.plot([r["claim"] for r in mine], [r["utility"] for r in mine], "o-", color=f"C{i % 10}",
+                label=f"{one_line(mech)} (claimed ε)")
+        ax.plot([r["epsilon_lb"] for r in mine], [r["utility"] for r in mine], "o", mfc="none", color=f"C{i % 10}",
+                label=f"{one_line(mech)} (audited ε_LB)")
+    frontier = pareto_front([(r["claim"], r["utility"]) for r in rows])
+    if len(frontier) > 1:
+        ax.step(*zip(*frontier), where="post", color="k", lw=1, alpha=0.6, label="frontier (claimed ε)")
+    ax.set_xlabel("ε (less private →)")
+    ax.set_ylabel("utility at the last release")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Privacy–utility frontier", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point beats on both smaller ε and larger utility, by increasing ε."""
+    front, best = [], -math.inf
+    for eps, util in sorted(points, key=lambda p: (p[0], -p[1])):
+        if util > best:
+            front.append((eps, util))
+            best = util
+    return front
+
+
+def sweep_figure(report: dict) -> bytes:
+    """Per axis: U* of every run, censored runs drawn at the cap, the fitted line with its CI band, theory."""
+    plt = _pyplot()
+    fits = report["fits"]
+    cap = report["scenario"]["sweep"]["max_users"]
+    fig, axes = plt.subplots(1, len(fits), figsize=(4.6 * len(fits), 4.0), squeeze=False)
+    for ax, fit in zip(axes[0], fits):
+        pts = [p for p in report["points"] if p["parameter"] == fit["parameter"]]
+        done = [p for p in pts if p["u_star"] is not None]
+        censored = [p for p in pts if p["u_star"] is None]
+        ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], "o", alpha=0.6, label="U* (runs)")
+        if censored:
+            ax.plot([p["value"] for p in censored], [cap] * len(censored), "^", mfc="none", color="C3", ms=8,
+                    label=f"censored: not reached by {cap:,} ({len(censored)})")
+            ax.axhline(cap, color="C3", lw=0.6, ls=":")
+        band = fit.get("band")
+        if band:
+            x = [b["x"] for b in band]
+            ax.plot(x, [b["fit"] for b in band], "-", color="C0", label=f"OLS fit, slope {fit['slope']:+.2f}")
+            ax.fill_between(x, [b["low"] for b in band], [b["high"] for b in band], color="C0", alpha=0.15,
+                            label="95% CI of the fitted mean")
+        theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
+        if theory and done:
+            tx, tu = np.array(theory).T
+            # theory has an unknown constant: scale it to the measured points (least squares in log space)
+            measured = np.array([p["u_star"] for p in done], float)
+            at = np.interp([p["value"] for p in done], tx, tu)
+            scale = np.exp(np.mean(np.log(measured) - np.log(at)))
+            ax.loglog(tx, tu * scale, "--", color="C1",
+                      label=f"theory, constant fitted to the runs (slope {fit['theory_slope']:+.2f})")
+        if fit["slope"] is not None:
+            ax.set_title(f"{fit['parameter']}: slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, "
+                         f"{fit['ci_high']:+.2f}]", fontsize=9)
+        else:
+            ax.set_title(f"{fit['parameter']}: too few uncensored runs to fit", fontsize=9)
+        ax.set_xlabel(fit["parameter"])
+        ax.set_ylabel("users needed U*")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return _png(fig)
