@@ -5,6 +5,7 @@ A new mechanism is one module here plus one line in ``MECHANISMS``.
 from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
+from .mcsherry_mironov import McSherryMironov, McSherryMironovPerUserClaim
 from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
 from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 
@@ -17,6 +18,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "multi_maxsense_broken": MultiMaxSenseBroken,
     "adaptive_maxsense": AdaptiveMaxSense,
     "adaptive_maxsense_broken": AdaptiveMaxSenseBroken,
+    "mcsherry_mironov": McSherryMironov,
+    "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
 }
 
 
