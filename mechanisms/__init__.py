@@ -5,6 +5,7 @@ A new mechanism is one module here plus one line in ``MECHANISMS``.
 from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
+from .mcsherry_mironov import McSherryMironov, McSherryMironovPerUserClaim
 from .multi_maxsense import MultiMaxSense, MultiMaxSenseBroken
 from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
@@ -26,6 +27,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "private_frank_wolfe_leaky_outputs": PrivateFrankWolfeLeakyOutputs,
     "frank_wolfe": FrankWolfe,
     "private_projected_gradient": PrivateProjectedGradient,
+    "mcsherry_mironov": McSherryMironov,
+    "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
 }
 
 

@@ -1,0 +1,384 @@
+"""McSherry–Mironov: a differentially private recommender from noisy global effects and a noisy covariance.
+
+Seed 002 (McSherry, Mironov, KDD 2009), ALGORITHMS.md section C. The trusted
+server measures, with Laplace (pure DP) or Gaussian noise:
+
+1. global effects: ``GSum``, ``GCount`` → ``G``; per item ``MSum``, ``MCount``
+   → ``MAvg_i = (MSum_i + β_m G)/(MCount_i + β_m)``;
+2. centred, clamped ratings per user (computed from the user's row and the
+   published ``MAvg``): ``r̄_u = Σ_i (r_ui − MAvg_i)/(c_u + β_p)`` and
+   ``r̂_ui = clamp(r_ui − MAvg_i − r̄_u, [−B, B])``;
+3. the weighted item covariance ``Cov = Σ_u w_u r̂_u r̂_uᵀ`` and weight matrix
+   ``Wgt = Σ_u w_u e_u e_uᵀ`` (``w_u = 1/c_u`` Laplace, ``1/sqrt(c_u)`` Gaussian),
+   accumulated with sparse products (never users × items dense).
+
+All six measurements are published; the cleaned covariance
+``C̄ = (Cov + β·mean Cov)/(Wgt + β·mean Wgt)`` and its rank-k factors are
+post-processing. Each user predicts at its own end (``personal_output`` /
+:func:`predict`): SVD (ridge user factor on the top-k eigenvectors) or kNN
+interpolation with similarities from ``C̄``.
+
+Budget: the measurements get shares 0.01/0.01 (``GSum``/``GCount``: the
+paper's 0.02), 0.095/0.095 (``MSum``/``MCount``: 0.19) and 0.79 split
+``cov_fraction``/rest between ``Cov`` and ``Wgt`` [G]; measurement ``i`` gets
+noise scale ``Δ_i/θ_i`` with ``θ_i = share_i · θ``. Laplace: ``θ = ε`` (the
+accountant's ε is ``Σ θ_i = θ``, the paper's). Gaussian: each measurement is
+``θ_i``-GDP, so the whole is ``θ·‖shares‖₂``-GDP and ``θ`` is chosen so the
+accountant's ε at δ equals the requested ε — much less noise than the paper's
+``ε = θ sqrt(2 ln(2/δ))`` (see :func:`paper_epsilon`).
+
+Sensitivities (one rating, the claim's unit; see :func:`sensitivities`) are
+the larger of the paper's (one rating added) and those of one rating changing
+value within ``[min_rating, max_rating]`` (the replace relation the audit
+uses). Deviation from the slides: the user offset is shrunk towards 0 with
+``β_p`` fictitious *centred* ratings; the slides' ``+ β_p G`` adds a rating
+level to a sum of deviations (with stars it would push every ``r̂`` to −B).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from annotated_types import Ge, Gt, Le
+from scipy import sparse
+
+from .accounting import Composition, GaussianRelease, LaplaceRelease
+from .base import ParameterError, Protocol, UserBatch, WorldInfo
+from .reference import analytic_gaussian_sigma
+
+#: budget shares of the six measurements before the Cov/Wgt split (the paper's 0.02 / 0.19 / 0.79)
+GLOBAL_SHARE, ITEM_SHARE, COVARIANCE_SHARE = 0.02, 0.19, 0.79
+MEASUREMENTS = ("GSum", "GCount", "MSum", "MCount", "Cov", "Wgt")
+
+
+def sensitivities(min_rating: float, max_rating: float, clamp: float, beta_p: float) -> dict[str, tuple[float, float]]:
+    """Per-rating (L1, L2) sensitivity of each measurement.
+
+    ``α = max − min``, ``R = max |rating|``, ``B = clamp``. Sums: a rating added
+    moves them by at most ``R``, a changed value by ``α``. Counts: 1. ``Cov``
+    (L1 with ``w = 1/c``, L2 with ``w = 1/sqrt c``): the paper's
+    ``2Bα + 3B²`` and ``2B·sqrt(α²/(4β_p) + B²) + B²`` for a rating added; a
+    value change moves the changed entry by up to 2B and the others by at
+    most ``α/(c + β_p)`` each, so ``‖ΔCov‖₁ ≤ 2B(α + 2B)`` and
+    ``‖ΔCov‖_F ≤ 2B·sqrt(α²/(4β_p) + 4B²)``; the larger is used. ``Wgt``: the
+    paper's 3 and √2 (a value change leaves it unchanged).
+    """
+    alpha, r, b = max_rating - min_rating, max(abs(min_rating), abs(max_rating)), clamp
+    sums = max(alpha, r)
+    spread = alpha * alpha / (4.0 * beta_p)
+    cov_l1 = max(2 * b * alpha + 3 * b * b, 2 * b * (alpha + 2 * b))
+    cov_l2 = max(2 * b * math.sqrt(spread + b * b) + b * b, 2 * b * math.sqrt(spread + 4 * b * b))
+    return {"GSum": (sums, sums), "GCount": (1.0, 1.0), "MSum": (sums, sums), "MCount": (1.0, 1.0),
+            "Cov": (cov_l1, cov_l2), "Wgt": (3.0, math.sqrt(2.0))}
+
+
+def paper_epsilon(theta: float, noise: str, delta: float) -> float:
+    """The paper's ε for the global parameter θ: θ (Laplace) or θ·sqrt(2 ln(2/δ)) (Gaussian)."""
+    return theta if noise == "laplace" else theta * math.sqrt(2.0 * math.log(2.0 / delta))
+
+
+@dataclass
+class Release:
+    """What the server publishes: the six noisy measurements and their post-processing."""
+
+    measurements: dict[str, np.ndarray]  # noisy GSum, GCount (1,), MSum, MCount (n,), Cov, Wgt (upper triangles)
+    G: float
+    MAvg: np.ndarray
+    cleaned: np.ndarray  # C̄, n x n
+    factors: np.ndarray  # top-k eigenvectors of C̄ scaled by sqrt(eigenvalue): n x k
+
+
+@dataclass
+class McSherryMironovState:
+    world: WorldInfo
+    rows: list = field(default_factory=list)
+    release: Release | None = None
+
+
+@dataclass
+class McSherryMironov(Protocol):
+    """The trusted server's McSherry–Mironov pipeline, re-run over the users of every round.
+
+    One round (every present user sends its row) gives one release; a user
+    answering ``a`` rounds is in ``a`` releases, and the claim composes them.
+    """
+
+    epsilon: Annotated[float, Gt(0)] = 1.0
+    noise: Literal["laplace", "gaussian"] = "laplace"
+    delta: Annotated[float, Ge(0), Le(0.1)] = 0.0
+    min_rating: float = 1.0
+    max_rating: float = 5.0
+    clamp: Annotated[float, Gt(0)] = 1.0
+    beta_m: Annotated[float, Ge(0)] = 15.0
+    beta_p: Annotated[float, Gt(0)] = 20.0
+    cov_fraction: Annotated[float, Gt(0), Le(0.99)] = 0.5
+    clean_beta: Annotated[float, Ge(0)] = 0.1  # [G]; picked from {0, 0.1, 1, 20} on rank-one test RMSE
+    rank: Annotated[int, Ge(1)] = 10
+    ridge: Annotated[float, Gt(0)] = 1.0
+    name: str = field(default="mcsherry_mironov", init=False, repr=False)
+
+    claim_model = "central"
+    claim_unit = "rating"
+    claim_neighbouring = "replace"
+
+    def __post_init__(self) -> None:
+        if not self.max_rating > self.min_rating:
+            raise ParameterError("max_rating", f"must exceed min_rating ({self.min_rating:g})")
+        if self.noise == "gaussian" and self.delta <= 0:
+            raise ParameterError("delta", "Gaussian noise needs delta > 0")
+        if self.noise == "laplace" and self.delta != 0:
+            raise ParameterError("delta", "Laplace noise is pure DP: leave delta at 0")
+
+    # ------------------------------------------------------------------ calibration
+
+    @property
+    def claim_delta(self) -> float:  # type: ignore[override]
+        return self.delta
+
+    @property
+    def shares(self) -> dict[str, float]:
+        cov = COVARIANCE_SHARE * self.cov_fraction
+        return {"GSum": GLOBAL_SHARE / 2, "GCount": GLOBAL_SHARE / 2, "MSum": ITEM_SHARE / 2,
+                "MCount": ITEM_SHARE / 2, "Cov": cov, "Wgt": COVARIANCE_SHARE - cov}
+
+    @property
+    def theta(self) -> float:
+        """The paper's global parameter θ, chosen so the accountant's ε is ``epsilon``."""
+        if self.noise == "laplace":
+            return self.epsilon
+        mu = 1.0 / analytic_gaussian_sigma(self.epsilon, self.delta)
+        return mu / math.sqrt(sum(s * s for s in self.shares.values()))
+
+    @property
+    def sensitivity(self) -> dict[str, tuple[float, float]]:
+        return sensitivities(self.min_rating, self.max_rating, self.clamp, self.beta_p)
+
+    @property
+    def spent_theta(self) -> float:
+        """θ the noise is drawn with (a broken twin overrides it)."""
+        return self.theta
+
+    def noise_scales(self, theta: float | None = None) -> dict[str, float]:
+        """Laplace scale or Gaussian σ of every measurement: sensitivity / θ_i."""
+        theta = self.theta if theta is None else theta
+        norm = 0 if self.noise == "laplace" else 1
+        return {k: self.sensitivity[k][norm] / (share * theta) for k, share in self.shares.items()}
+
+    def privacy_event(self, answers: int = 1):
+        scales = self.noise_scales()
+        if self.noise == "laplace":
+            events = tuple(LaplaceRelease(scales[k], self.sensitivity[k][0]) for k in MEASUREMENTS)
+        else:
+            events = tuple(GaussianRelease(scales[k], self.sensitivity[k][1]) for k in MEASUREMENTS)
+        return Composition(events, count=answers)
+
+    # ------------------------------------------------------------------ the protocol
+
+    def init_state(self, world: WorldInfo) -> McSherryMironovState:
+        return McSherryMironovState(world)
+
+    def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
+        return np.zeros((n_users, 0), dtype=bool)  # nothing to ask: users send their rows to the curator
+
+    def respond(self, users: UserBatch, queries, published, carried, rng):
+        return users.ratings.toarray(), None  # one batch of rows (the curator is trusted)
+
+    def aggregate(self, state: McSherryMironovState, queries, messages: np.ndarray) -> McSherryMironovState:
+        state.rows.append(sparse.csr_array(messages))
+        return state
+
+    def end_round(self, state: McSherryMironovState, rng: np.random.Generator) -> McSherryMironovState:
+        if state.rows:
+            ratings = sparse.vstack(state.rows, format="csr")
+            state.release = self.release(ratings, rng)
+            state.rows = []
+        return state
+
+    def estimate(self, state: McSherryMironovState) -> Release | None:
+        return state.release
+
+    def personal_output(self, users: UserBatch, carried, state: McSherryMironovState) -> np.ndarray | None:
+        """Each user's SVD predictor: its offset ``r̄_u`` and ridge user factor ``p_u`` (1 + k columns)."""
+        if state.release is None:
+            return np.full((len(users), 1), np.nan)
+        offset, factor = user_factors(self, state.release, users.ratings)
+        return np.column_stack([offset, factor])
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "noise": self.noise, "theta": self.theta, "rank": self.rank}
+
+    # ------------------------------------------------------------------ measurements
+
+    def _noise(self, shape, scale: float, rng: np.random.Generator) -> np.ndarray:
+        if self.noise == "laplace":
+            return rng.laplace(0.0, scale, shape)
+        return rng.normal(0.0, scale, shape)
+
+    def release(self, ratings: sparse.csr_array, rng: np.random.Generator) -> Release:
+        """The noisy measurements of a ratings matrix (users x items, CSR) and their post-processing."""
+        ratings = self._clipped(ratings)
+        scales = self.noise_scales(self.spent_theta)
+        n = ratings.shape[1]
+        rated = _pattern(ratings)
+        m: dict[str, np.ndarray] = {}
+        m["GSum"] = np.array([ratings.sum()]) + self._noise(1, scales["GSum"], rng)
+        m["GCount"] = np.array([float(ratings.nnz)]) + self._noise(1, scales["GCount"], rng)
+        m["MSum"] = np.asarray(ratings.sum(axis=0)).ravel() + self._noise(n, scales["MSum"], rng)
+        m["MCount"] = np.asarray(rated.sum(axis=0), float).ravel() + self._noise(n, scales["MCount"], rng)
+        G, mavg = self.global_effects(m)
+        centred = self.centred(ratings, mavg)
+        weight = self.weights(ratings)
+        upper = np.triu_indices(n)
+        cov = _weighted_gram(centred, weight)[upper]
+        wgt = _weighted_gram(rated.astype(float), weight)[upper]
+        m["Cov"] = cov + self._noise(cov.shape, scales["Cov"], rng)
+        m["Wgt"] = wgt + self._noise(wgt.shape, scales["Wgt"], rng)
+        cleaned = clean(_symmetric(m["Cov"], n), _symmetric(m["Wgt"], n), self.clean_beta)
+        return Release(m, G, mavg, cleaned, top_factors(cleaned, self.rank))
+
+    def noisy_measurements(self, release: Release) -> list[tuple[np.ndarray, str, float]]:
+        """(values, noise kind, published scale) of every measurement: what an attack can model."""
+        scales = self.noise_scales()
+        return [(release.measurements[k], self.noise, scales[k]) for k in MEASUREMENTS]
+
+    def global_effects(self, m: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+        """``G`` and ``MAvg`` from the noisy sums and counts (guarded against tiny noisy counts, clipped)."""
+        mid = (self.min_rating + self.max_rating) / 2
+        G = float(m["GSum"][0] / m["GCount"][0]) if m["GCount"][0] >= 1 else mid
+        G = min(max(G, self.min_rating), self.max_rating)
+        den = np.maximum(m["MCount"] + self.beta_m, 1.0)
+        mavg = np.clip((m["MSum"] + self.beta_m * G) / den, self.min_rating, self.max_rating)
+        return G, mavg
+
+    def _clipped(self, ratings: sparse.csr_array) -> sparse.csr_array:
+        out = ratings.copy()
+        out.data = np.clip(out.data, self.min_rating, self.max_rating)
+        return out
+
+    def offsets(self, ratings: sparse.csr_array, mavg: np.ndarray) -> np.ndarray:
+        """``r̄_u``: each user's mean deviation from ``MAvg``, shrunk by ``β_p`` fictitious zeros."""
+        dev = ratings.data - mavg[ratings.indices]
+        sums = np.add.reduceat(dev, ratings.indptr[:-1]) if dev.size else np.zeros(ratings.shape[0])
+        counts = np.diff(ratings.indptr)
+        sums = np.where(counts > 0, sums, 0.0)  # reduceat repeats a value for empty rows
+        return sums / (counts + self.beta_p)
+
+    def centred(self, ratings: sparse.csr_array, mavg: np.ndarray) -> sparse.csr_array:
+        """``r̂``: ratings minus ``MAvg`` and the user offset, clamped to [−B, B], same sparsity."""
+        ratings = self._clipped(ratings)
+        offset = np.repeat(self.offsets(ratings, mavg), np.diff(ratings.indptr))
+        values = np.clip(ratings.data - mavg[ratings.indices] - offset, -self.clamp, self.clamp)
+        # a centred value of exactly 0 must stay an entry (it still counts as rated): keep the structure
+        return sparse.csr_array((values, ratings.indices, ratings.indptr), shape=ratings.shape)
+
+    def weights(self, ratings: sparse.csr_array) -> np.ndarray:
+        counts = np.maximum(np.diff(ratings.indptr), 1).astype(float)
+        return 1.0 / counts if self.noise == "laplace" else 1.0 / np.sqrt(counts)
+
+
+@dataclass
+class McSherryMironovPerUserClaim(McSherryMironov):
+    """Broken twin: calibrated per rating (as the paper) but claims the same ε per *user*."""
+
+    name: str = field(default="mcsherry_mironov_per_user_claim", init=False, repr=False)
+    claim_unit = "user"
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _pattern(ratings: sparse.csr_array) -> sparse.csr_array:
+    return sparse.csr_array((np.ones(ratings.nnz), ratings.indices, ratings.indptr), shape=ratings.shape)
+
+
+def _weighted_gram(rows: sparse.csr_array, weight: np.ndarray) -> np.ndarray:
+    """``Σ_u w_u x_u x_uᵀ`` (items x items, dense) with one sparse product."""
+    weighted = sparse.diags_array(weight) @ rows
+    gram = (rows.T @ weighted)
+    return gram.toarray() if sparse.issparse(gram) else np.asarray(gram)
+
+
+def _symmetric(upper: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros((n, n))
+    out[np.triu_indices(n)] = upper
+    return out + np.triu(out, 1).T
+
+
+def clean(cov: np.ndarray, wgt: np.ndarray, beta: float) -> np.ndarray:
+    """``C̄_ij = (Cov_ij + β mean Cov)/(Wgt_ij + β mean Wgt)``; denominators floored (noisy weights can be ≤ 0)."""
+    den = wgt + beta * wgt.mean()
+    floor = max(1e-3 * abs(float(wgt.mean())) * max(beta, 1.0), 1e-9)
+    return (cov + beta * cov.mean()) / np.maximum(den, floor)
+
+
+def top_factors(cleaned: np.ndarray, rank: int) -> np.ndarray:
+    """The rank-k approximation of C̄ as factors ``V sqrt(Λ)`` (positive eigenvalues only)."""
+    values, vectors = np.linalg.eigh((cleaned + cleaned.T) / 2)
+    order = np.argsort(values)[::-1][:rank]
+    return vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
+
+
+def user_factors(mech: McSherryMironov, release: Release, ratings: sparse.csr_array) -> tuple[np.ndarray, np.ndarray]:
+    """Each user's offset ``r̄_u`` and ridge factor ``p_u = (Q_φᵀQ_φ + λI)⁻¹ Q_φᵀ r̂_uφ`` (computed locally).
+
+    ``Q_φᵀQ_φ`` of every user at once is one sparse product: the rated pattern
+    (users x items) times the items' flattened ``Q_i Q_iᵀ`` (items x k²).
+    """
+    ratings = mech._clipped(sparse.csr_array(ratings))
+    q = release.factors
+    k = q.shape[1]
+    offsets = mech.offsets(ratings, release.MAvg)
+    rhs = np.asarray(mech.centred(ratings, release.MAvg) @ q)
+    outer = (q[:, :, None] * q[:, None, :]).reshape(q.shape[0], k * k)
+    gram = np.asarray(_pattern(ratings) @ outer).reshape(-1, k, k) + mech.ridge * np.eye(k)
+    return offsets, np.linalg.solve(gram, rhs[:, :, None])[:, :, 0]
+
+
+def predict(mech: McSherryMironov, release: Release, ratings: sparse.csr_array, users: np.ndarray,
+            items: np.ndarray, predictor: Literal["svd", "knn"] = "svd", knn_power: float = 2.0) -> np.ndarray:
+    """Predicted ratings of (user, item) pairs, each from the user's own rows and the release.
+
+    ``svd``: ``MAvg_i + r̄_u + Q_i p_u``. ``knn``: ``MAvg_i + r̄_u`` plus the
+    user's centred ratings of its rated items ``j`` averaged with weights
+    ``max(ρ_ij, 0)^knn_power`` (ρ the correlation read from ``C̄``), shrunk by
+    one unit of weight.
+    """
+    ratings = mech._clipped(sparse.csr_array(ratings))
+    users, items = np.asarray(users, np.int64), np.asarray(items, np.int64)
+    if predictor == "svd":
+        offsets, factors = user_factors(mech, release, ratings)
+        pred = release.MAvg[items] + offsets[users] + np.einsum("pk,pk->p", release.factors[items], factors[users])
+    elif predictor == "knn":
+        offsets = mech.offsets(ratings, release.MAvg)
+        centred = mech.centred(ratings, release.MAvg)
+        diag = np.sqrt(np.maximum(np.diag(release.cleaned), 1e-12))
+        rho = release.cleaned / diag[:, None] / diag[None, :]
+        counts = np.diff(centred.indptr)[users]
+        pair = np.repeat(np.arange(users.size), counts)
+        starts = np.repeat(centred.indptr[users], counts)
+        pos = starts + np.arange(pair.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        neighbour, value = centred.indices[pos], centred.data[pos]
+        w = np.maximum(rho[items[pair], neighbour], 0.0) ** knn_power
+        w = np.where(neighbour == items[pair], 0.0, w)
+        num = np.bincount(pair, w * value, minlength=users.size)
+        den = np.bincount(pair, w, minlength=users.size) + 1.0
+        pred = release.MAvg[items] + offsets[users] + num / den
+    else:
+        raise ParameterError("predictor", f"must be 'svd' or 'knn', got {predictor!r}")
+    return np.clip(pred, mech.min_rating, mech.max_rating)
+
+
+def fit_and_predict(train: sparse.csr_array, test_users: np.ndarray, test_items: np.ndarray, epsilon: float,
+                    delta: float, rng: np.random.Generator, predictor: Literal["svd", "knn"] = "svd",
+                    **params) -> np.ndarray:
+    """One private release from ``train`` (users x items CSR) and predictions for the test pairs.
+
+    ``delta > 0`` uses Gaussian noise (weights 1/sqrt c), ``delta = 0`` Laplace;
+    ``params`` are :class:`McSherryMironov` fields (ratings range, β's, rank, …).
+    """
+    noise = "gaussian" if delta > 0 else "laplace"
+    mech = McSherryMironov(epsilon=epsilon, noise=noise, delta=delta, **params)
+    release = mech.release(sparse.csr_array(train), rng)
+    return predict(mech, release, train, test_users, test_items, predictor)
