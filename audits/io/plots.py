@@ -189,43 +189,71 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
 
 
 def sweep_figure(report: dict) -> bytes:
-    """Per axis: U* of every run, censored runs drawn at the cap, the fitted line with its CI band, theory."""
+    """scaling.png, per axis and mechanism: U* of every run (censored runs hollow, at the cap), medians, the
+    fitted line with its 95% band, the theory curve with its constant fitted to the runs, and lower bounds."""
     plt = _pyplot()
-    fits = report["fits"]
+    fits, points, bounds = report["fits"], report["points"], report.get("bounds", [])
+    mechanisms = report.get("mechanisms") or list(dict.fromkeys(f.get("mechanism", "") for f in fits))
+    axes_fits = fits[:: len(mechanisms)]
+    markers, colours = "osD^v<>", plt.rcParams["axes.prop_cycle"].by_key()["color"]
     cap = report["scenario"]["sweep"]["max_users"]
-    fig, axes = plt.subplots(1, len(fits), figsize=(4.6 * len(fits), 4.0), squeeze=False)
-    for ax, fit in zip(axes[0], fits):
-        pts = [p for p in report["points"] if p["parameter"] == fit["parameter"]]
-        done = [p for p in pts if p["u_star"] is not None]
-        censored = [p for p in pts if p["u_star"] is None]
-        ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], "o", alpha=0.6, label="U* (runs)")
-        if censored:
-            ax.plot([p["value"] for p in censored], [cap] * len(censored), "^", mfc="none", color="C3", ms=8,
-                    label=f"censored: not reached by {cap:,} ({len(censored)})")
-            ax.axhline(cap, color="C3", lw=0.6, ls=":")
-        band = fit.get("band")
-        if band:
-            x = [b["x"] for b in band]
-            ax.plot(x, [b["fit"] for b in band], "-", color="C0", label=f"OLS fit, slope {fit['slope']:+.2f}")
-            ax.fill_between(x, [b["low"] for b in band], [b["high"] for b in band], color="C0", alpha=0.15,
-                            label="95% CI of the fitted mean")
-        theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
-        if theory and done:
-            tx, tu = np.array(theory).T
-            # theory has an unknown constant: scale it to the measured points (least squares in log space)
-            measured = np.array([p["u_star"] for p in done], float)
-            at = np.interp([p["value"] for p in done], tx, tu)
-            scale = np.exp(np.mean(np.log(measured) - np.log(at)))
-            ax.loglog(tx, tu * scale, "--", color="C1",
-                      label=f"theory, constant fitted to the runs (slope {fit['theory_slope']:+.2f})")
-        if fit["slope"] is not None:
-            ax.set_title(f"{fit['parameter']}: slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, "
-                         f"{fit['ci_high']:+.2f}]", fontsize=9)
-        else:
-            ax.set_title(f"{fit['parameter']}: too few uncensored runs to fit", fontsize=9)
-        ax.set_xlabel(fit["parameter"])
+    wide = len(mechanisms) > 1 or bool(bounds)  # a legend outside the axes
+    fig, axes = plt.subplots(1, len(axes_fits), figsize=((8.4 if wide else 4.2) * len(axes_fits), 4.2),
+                             squeeze=False)
+    for ax, first in zip(axes[0], axes_fits):
+        parameter = first["parameter"]
+        titles = []
+        for m, label in enumerate(mechanisms):
+            fit = next(f for f in fits if f["parameter"] == parameter
+                       and f.get("mechanism", mechanisms[0]) == label)
+            colour = colours[m % len(colours)]
+            pts = [p for p in points if p["parameter"] == parameter and p.get("mechanism", label) == label]
+            done = [p for p in pts if p["u_star"] is not None]
+            cut = [p for p in pts if p["u_star"] is None]
+            ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], markers[m % len(markers)],
+                      color=colour, alpha=0.55, label=f"{label}: U* (runs)")
+            if cut:
+                ax.loglog([p["value"] for p in cut], [cap] * len(cut), "^", color=colour, alpha=0.55, mfc="none",
+                          label=f"{label}: censored at {cap:,}")
+            med = [(v, np.median([cap if p["u_star"] is None else p["u_star"] for p in pts if p["value"] == v]))
+                   for v in fit["values"]]
+            ax.loglog(*zip(*med), "-", color=colour, lw=1.5)
+            if fit.get("band"):
+                x = [b["x"] for b in fit["band"]]
+                ax.fill_between(x, [b["low"] for b in fit["band"]], [b["high"] for b in fit["band"]],
+                                color=colour, alpha=0.12, label=f"{label}: 95% CI of the fitted mean")
+            theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
+            if theory and done:
+                tx, tu = np.array(theory).T
+                # theory has an unknown constant: scale it to the measured points (least squares in log space)
+                measured = np.array([p["u_star"] for p in done], float)
+                at = np.interp([p["value"] for p in done], tx, tu)
+                scale = np.exp(np.mean(np.log(measured) - np.log(at)))
+                ax.loglog(tx, tu * scale, ":", color=colour, label=f"{label}: theory, scaled "
+                                                                  f"(slope {fit['theory_slope']:+.2f})")
+            if fit["slope"] is not None:
+                titles.append(f"{label} {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
+        for k, name in enumerate(dict.fromkeys(b["bound"] for b in bounds if b["parameter"] == parameter)):
+            rows = [b for b in bounds if b["parameter"] == parameter and b["bound"] == name]
+            rows = [b for b in rows if b["users"] >= 1]  # a bound below one user says nothing
+            if rows:
+                ax.loglog([b["value"] for b in rows], [b["users"] for b in rows], "--", color="0.35",
+                          dashes=(2 + 2 * k, 2), lw=1.2, label=f"lower bound, {rows[0]['label']}")
+        ax.set_title("fitted slopes: " + "\n".join(titles) if titles else parameter, fontsize=7)
+        ax.set_xticks(first["values"], [f"{v:g}" for v in first["values"]])
+        ax.minorticks_off()
+        ax.set_xlabel(parameter)
+        if parameter == "population.ratings_per_user" and "n_items" in report["scenario"].get("population", {}):
+            n = report["scenario"]["population"]["n_items"]  # the information regimes read better as w / N
+            top = ax.secondary_xaxis("top", functions=(lambda w: w / n, lambda r: r * n))
+            top.set_xlabel(f"w / N (N = {n})", fontsize=8)
+            top.set_xticks([v / n for v in first["values"]], [f"{v / n:.2g}" for v in first["values"]])
+            top.minorticks_off()
         ax.set_ylabel("users needed U*")
-        ax.legend(fontsize=7)
+        if wide:
+            ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        else:
+            ax.legend(fontsize=6.5)
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     return _png(fig)

@@ -371,7 +371,7 @@ def write_sweep_files(report: dict, out_dir: Path) -> None:
     write_json(out_dir / "sweep.json", report, allow_nan=False)
     write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(report["points"]).to_csv(index=False).encode())
     write_text(out_dir / "sweep.md", sweep_markdown(report))
-    png = sweep_figure(report)
+    png = plots.sweep_figure(report)
     write_bytes(out_dir / "scaling.png", png)
     fig = figure("Users needed against each swept parameter", png,
                  "U* of every run (dots) on log–log axes, runs censored at the cap drawn as hollow triangles "
@@ -458,77 +458,3 @@ def schema() -> dict:
     import json
 
     return json.loads((resources.files(__package__) / SCHEMA_FILE).read_text())
-
-
-def sweep_figure(report: dict) -> bytes:
-    """scaling.png: U* of every run per mechanism (censored ones hollow, at the cap), medians, scaled theory, bounds."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    mechanisms, fits, points, bounds = report["mechanisms"], report["fits"], report["points"], report["bounds"]
-    axes_fits = fits[:: len(mechanisms)]
-    markers, colours = "osD^v<>", plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    cap = report["scenario"]["sweep"]["max_users"]
-    wide = len(mechanisms) > 1 or bool(bounds)  # a legend outside the axes
-    fig, axes = plt.subplots(1, len(axes_fits), figsize=((8.4 if wide else 4.2) * len(axes_fits), 4.2),
-                             squeeze=False)
-    for ax, first in zip(axes[0], axes_fits):
-        parameter = first["parameter"]
-        titles = []
-        for m, label in enumerate(mechanisms):
-            fit = next(f for f in fits if f["parameter"] == parameter
-                       and f.get("mechanism", mechanisms[0]) == label)
-            colour = colours[m % len(colours)]
-            pts = [p for p in points if p["parameter"] == parameter and p.get("mechanism", label) == label]
-            done = [p for p in pts if p["u_star"] is not None]
-            cut = [p for p in pts if p["u_star"] is None]
-            ax.loglog([p["value"] for p in done], [p["u_star"] for p in done], markers[m % len(markers)],
-                      color=colour, alpha=0.55, label=f"{label}: U* (runs)")
-            if cut:
-                ax.loglog([p["value"] for p in cut], [cap] * len(cut), "^", color=colour, alpha=0.55, mfc="none",
-                          label=f"{label}: censored at {cap:,}")
-            med = [(v, np.median([cap if p["u_star"] is None else p["u_star"] for p in pts if p["value"] == v]))
-                   for v in fit["values"]]
-            ax.loglog(*zip(*med), "-", color=colour, lw=1.5)
-            theory = sorted({(p["value"], p["theory_users"]) for p in pts if p["theory_users"] is not None})
-            if theory and done:
-                tx, tu = np.array(theory).T
-                # theory has an unknown constant: scale it to the measured points (least squares in log space)
-                measured = np.array([p["u_star"] for p in done], float)
-                at = np.interp([p["value"] for p in done], tx, tu)
-                scale = np.exp(np.mean(np.log(measured) - np.log(at)))
-                ax.loglog(tx, tu * scale, ":", color=colour, label=f"{label}: theory, scaled "
-                                                                  f"(slope {fit['theory_slope']:+.2f})")
-            if fit["slope"] is not None:
-                titles.append(f"{label} {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
-        for k, name in enumerate(dict.fromkeys(b["bound"] for b in bounds if b["parameter"] == parameter)):
-            rows = [b for b in bounds if b["parameter"] == parameter and b["bound"] == name]
-            rows = [b for b in rows if b["users"] >= 1]  # a bound below one user says nothing
-            if rows:
-                ax.loglog([b["value"] for b in rows], [b["users"] for b in rows], "--", color="0.35",
-                          dashes=(2 + 2 * k, 2), lw=1.2, label=f"lower bound, {rows[0]['label']}")
-        ax.set_title("fitted slopes: " + "\n".join(titles) if titles else parameter, fontsize=7)
-        ax.set_xticks(first["values"], [f"{v:g}" for v in first["values"]])
-        ax.minorticks_off()
-        ax.set_xlabel(parameter)
-        if parameter == "population.ratings_per_user" and "n_items" in report["scenario"]["population"]:
-            n = report["scenario"]["population"]["n_items"]  # the information regimes read better as w / N
-            top = ax.secondary_xaxis("top", functions=(lambda w: w / n, lambda r: r * n))
-            top.set_xlabel(f"w / N (N = {n})", fontsize=8)
-            top.set_xticks([v / n for v in first["values"]], [f"{v / n:.2g}" for v in first["values"]])
-            top.minorticks_off()
-        ax.set_ylabel("users needed U*")
-        if wide:
-            ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.02, 0.5))
-        else:
-            ax.legend(fontsize=6.5)
-        ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
