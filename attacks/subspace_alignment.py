@@ -21,7 +21,7 @@ import numpy as np
 
 from mechanisms import Protocol
 from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from simulator.transcript import View, rows_of
 
 from .base import Attack
 
@@ -75,8 +75,7 @@ class SubspaceAlignmentAttack(Attack):
             return np.sum(rows.coefficients * ((x1 - x0) @ rows.basis.T), axis=1)
         if view.kind == "others":
             users, rows = view.others[0]
-            position = {int(u): i for i, u in enumerate(users)}
-            own = rows[np.array([position[int(u)] for u in view.audited])]
+            own = rows[rows_of(users, view.audited)]
             gram = rows.basis.T @ (rows.coefficients.T @ rows.coefficients) @ rows.basis  # Σ_j y_j y_jᵀ
 
             def tilt(x):  # everyone's rows but the canary's own

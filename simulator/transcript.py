@@ -242,6 +242,17 @@ def target_view(transcript: Transcript, target: int) -> View:
     return View("target", target=None if transcript.outputs is None else transcript.outputs[rows])
 
 
+def rows_of(users: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions in ``users`` (distinct ids) of each id in ``wanted``; every one must be there."""
+    order = np.argsort(users, kind="stable")
+    at = np.minimum(np.searchsorted(users[order], wanted), max(users.size - 1, 0))
+    rows = order[at] if users.size else at
+    missing = users.size == 0 or not np.array_equal(users[rows], wanted)
+    if missing:
+        raise ValueError("some audited users left no personal output in the run")
+    return rows
+
+
 def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) -> View:
     """The ``releases``, ``others`` or ``target`` view of one run holding many audited canaries.
 
@@ -253,9 +264,8 @@ def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) ->
     if kind == "target":
         if transcript.outputs is None:
             raise ValueError("the run recorded no personal output")
-        position = {int(u): i for i, u in enumerate(transcript.output_user)}
-        rows = np.array([position[int(u)] for u in canaries])
-        return View("target", target=[transcript.outputs[rows]], audited=canaries)
+        return View("target", target=[transcript.outputs[rows_of(transcript.output_user, canaries)]],
+                    audited=canaries)
     return View(kind, releases=(tuple(transcript.releases),), rounds=(tuple(transcript.rounds),),
                 others=[(transcript.output_user, transcript.outputs)] if kind == "others" else None,
                 audited=canaries)
