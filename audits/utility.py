@@ -25,10 +25,19 @@ def clustering_accuracy(labels: np.ndarray, truth: np.ndarray) -> float:
 
 
 def accuracy_curve(transcript: Transcript, truth: np.ndarray | None) -> list[dict]:
-    """Accuracy of every release against time and users seen (None without ground truth)."""
+    """Accuracy of every release against time and users seen.
+
+    None without ground truth, and for releases that are not an item clustering (a matrix-completion
+    or public/private-users mechanism publishes factors, not labels).
+    """
+    def is_clustering(release) -> bool:
+        labels = release.item_labels
+        return (isinstance(labels, np.ndarray) and labels.dtype.kind in "iu"
+                and truth is not None and labels.shape == np.shape(truth))
+
     return [
         {"time": float(r.time), "users_seen": int(r.users_seen),
-         "accuracy": None if truth is None else clustering_accuracy(r.item_labels, truth)}
+         "accuracy": clustering_accuracy(r.item_labels, truth) if is_clustering(r) else None}
         for r in transcript.releases
     ]
 
