@@ -1,5 +1,6 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
+from .covariance_projection import CovarianceProjectionAttack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
@@ -9,6 +10,7 @@ ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
+    "covariance_projection": CovarianceProjectionAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
     **OUTPUT_ATTACKS,
 }
@@ -22,5 +24,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "HistogramAttack", "LikelihoodRatioAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "HistogramAttack", "LikelihoodRatioAttack",
            "LogisticAttack", "OutputAttack", "get_attack"]

@@ -46,6 +46,7 @@ from scipy import sparse
 
 from .accounting import Composition, GaussianRelease, LaplaceRelease
 from .base import ParameterError, Protocol, UserBatch, WorldInfo
+from .matrix_completion import LowRankRows
 from .reference import analytic_gaussian_sigma
 
 #: budget shares of the six measurements before the Cov/Wgt split (the paper's 0.02 / 0.19 / 0.79)
@@ -199,12 +200,16 @@ class McSherryMironov(Protocol):
     def estimate(self, state: McSherryMironovState) -> Release | None:
         return state.release
 
-    def personal_output(self, users: UserBatch, carried, state: McSherryMironovState) -> np.ndarray | None:
-        """Each user's SVD predictor: its offset ``r̄_u`` and ridge user factor ``p_u`` (1 + k columns)."""
+    def personal_output(self, users: UserBatch, carried, state: McSherryMironovState) -> LowRankRows | None:
+        """Each user's SVD predictor ``MAvg + r̄_u + Q p_u`` (unclamped), as low-rank rows.
+
+        Coefficients ``[1, r̄_u, p_u]`` over the basis ``[MAvg; 1; Qᵀ]``: only the
+        published release and the user's own row enter it.
+        """
         if state.release is None:
-            return np.full((len(users), 1), np.nan)
+            return None
         offset, factor = user_factors(self, state.release, users.ratings)
-        return np.column_stack([offset, factor])
+        return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "noise": self.noise, "theta": self.theta, "rank": self.rank}
@@ -311,6 +316,12 @@ def clean(cov: np.ndarray, wgt: np.ndarray, beta: float) -> np.ndarray:
     den = wgt + beta * wgt.mean()
     floor = max(1e-3 * abs(float(wgt.mean())) * max(beta, 1.0), 1e-9)
     return (cov + beta * cov.mean()) / np.maximum(den, floor)
+
+
+def output_basis(release: Release) -> np.ndarray:
+    """The item vectors users' predicted rows combine: ``MAvg``, all-ones (the offset) and the factors."""
+    n = release.MAvg.size
+    return np.vstack([release.MAvg, np.ones(n), release.factors.T])
 
 
 def top_factors(cleaned: np.ndarray, rank: int) -> np.ndarray:

@@ -149,6 +149,12 @@ def test_correct_frank_wolfe_is_consistent_on_the_others_view():
     assert verdict == "consistent", bounds
 
 
+def test_correct_projected_gradient_is_consistent_on_the_others_view():
+    pgd = PrivateProjectedGradient(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1)
+    verdict, bounds = audit(pgd, "others", (SubspaceAlignmentAttack(), UnpublishedDirectionAttack()))
+    assert verdict == "consistent", bounds
+
+
 def test_the_targets_own_row_leaks_negative_control():
     verdict, bounds = audit(CORRECT, "target")
     assert verdict == "violated", bounds

@@ -132,6 +132,11 @@ def md(text) -> str:
                            " ".join(str(text).splitlines()))
 
 
+def fmt_epsilon(epsilon) -> str:
+    """A claimed ε for text: ``∞`` for a mechanism that claims nothing (JSON keeps infinity as null)."""
+    return "∞" if epsilon is None or epsilon == float("inf") else f"{epsilon:g}"
+
+
 def verdict_sentence(report: dict) -> str:
     """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict."""
     claim, audit = report["claim"], report["audit"]
@@ -139,7 +144,7 @@ def verdict_sentence(report: dict) -> str:
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
-    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {fmt_epsilon(claim['epsilon'])}{delta} {claim['model']} DP "
             f"per {claim['unit']}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
             f"confidence (ceiling {ceiling}): {report['verdict']}.")
 
@@ -159,7 +164,7 @@ def report_markdown(report: dict) -> str:
            if report["verdict"] == "violated" else
            "not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, "
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({fmt_epsilon(claim['epsilon'])}, {claim['delta']:g})-DP, "
         f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
         f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
@@ -179,7 +184,7 @@ def report_markdown(report: dict) -> str:
         c = t["counts"]
         counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
                   else f"{c['v']}/{c['r']} guesses right of {c['m']}")
-        lines.append(f"| {md(t['name'])} | {t['claim']['epsilon']:g} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+        lines.append(f"| {md(t['name'])} | {fmt_epsilon(t['claim']['epsilon'])} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
                      f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
     lines += [
@@ -255,7 +260,7 @@ def _plot_accuracy(report: dict, path: Path) -> None:
     axes[0].set_ylabel("item clustering accuracy")
     axes[0].set_ylim(0, 1.02)
     fig.suptitle(f"{report['scenario']['name']}: {report['scenario']['mechanism']['kind']}, "
-                 f"ε = {report['claim']['epsilon']:g}")
+                 f"ε = {fmt_epsilon(report['claim']['epsilon'])}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -430,10 +435,10 @@ def report_figures(report: dict, tests) -> list[dict]:
     figures = [
         figure("Attack ROC", plots.roc_figure(roc_curves(report, tests), claim),
                f"Each test's true against false positive rate over all its runs ({shown} strongest of "
-               f"{len(report['tests'])} tests), log–log. No ({claim['epsilon']:g}, {claim['delta']:g})-DP "
+               f"{len(report['tests'])} tests), log–log. No ({fmt_epsilon(claim['epsilon'])}, {claim['delta']:g})-DP "
                "mechanism can put a point above the black boundary; points that do, beyond sampling error, "
                "contradict the claim. Dashed: the boundary at each test's ε_LB."),
-        figure("ε lower bounds against the claim",
+        None if claim["epsilon"] is None else figure("ε lower bounds against the claim",
                plots.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
                                       "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
                                       "confidence": t["confidence"], "verdict": t["verdict"]}

@@ -1,0 +1,114 @@
+"""McSherry–Mironov through the runner: its scenarios, views, the covariance-projection attack, held-out RMSE.
+
+Each audit is a full-runs audit of a shipped scenario with fewer trials (fixed
+seeds). A ``consistent`` check can fail falsely only if the estimator's bound
+does (probability ≤ α = 0.05 per scenario, family-wise); a ``violated`` check
+relies on a shift far above the claim (measured margins in the comments).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import sparse
+
+from attacks.covariance_projection import contribution_scores
+from audits.io.scenario import load_scenario
+from audits.runner import run_scenario
+from mechanisms import McSherryMironov, McSherryMironovPerUserClaim
+from mechanisms.mcsherry_mironov import MEASUREMENTS, _symmetric, _weighted_gram, predict
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def run(tmp_path, name: str, **changes):
+    """Run scenario ``name`` with ``changes`` (``section.key`` → value); the AuditResult."""
+    data = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text())
+    for dotted, value in changes.items():
+        section, key = dotted.split(".")
+        data[section][key] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return run_scenario(load_scenario(path))
+
+
+SMALL = {"population.n_users": 40, "population.n_items": 40, "population.ratings_per_user": 20,
+         "audit.trials": 300, "audit.block_size": 300}
+
+
+@pytest.mark.parametrize("view", ["releases", pytest.param("others", marks=pytest.mark.slow)])
+def test_mcsherry_mironov_is_consistent_on_its_release_and_on_other_users_outputs(tmp_path, view):
+    result = run(tmp_path, "mcsherry-mironov", **SMALL, **{"audit.view": view})
+    assert result.verdict == "consistent", [t.estimate.epsilon_lb for t in result.tests]
+    assert result.claim.unit == "rating" and result.claim.model == "central"
+
+
+def test_the_targets_own_prediction_leaks_negative_control(tmp_path):
+    result = run(tmp_path, "mcsherry-mironov", **SMALL, **{"audit.view": "target"})
+    assert result.verdict == "violated", [t.estimate.epsilon_lb for t in result.tests]
+
+
+def test_the_per_user_claim_twin_is_violated(tmp_path):
+    """80 ratings replaced (as the shipped scenario, 400 trials): the shipped run measures ε_LB ≈ 2.8 > ε = 2."""
+    result = run(tmp_path, "mcsherry-mironov-per-user", **{"audit.trials": 400, "audit.block_size": 400})
+    assert result.claim.unit == "user"
+    assert result.verdict == "violated", [t.estimate.epsilon_lb for t in result.tests]
+
+
+def test_the_scenario_reports_held_out_rmse_of_users_predictions(tmp_path):
+    result = run(tmp_path, "mcsherry-mironov", **(SMALL | {"audit.trials": 100, "audit.block_size": 100}))
+    utility = result.utility
+    assert utility["metric"] == "held-out RMSE" and utility["held_out"] > 0
+    assert np.isfinite(utility["rmse"]) and utility["rmse"] > 0
+
+
+def test_outputs_are_the_unclamped_svd_predictor():
+    """``personal_output``'s rows equal ``predict`` (SVD) wherever the prediction is inside the rating range."""
+    from mechanisms.base import UserBatch, WorldInfo
+
+    rng = np.random.default_rng(3)
+    m, n = 400, 15
+    values = rng.choice([-1.0, 1.0], (m, n)) * (rng.random((m, n)) < 0.5)
+    values[:, 0] = 1.0  # no empty row
+    ratings = sparse.csr_array(values)
+    mech = McSherryMironov(epsilon=50.0, min_rating=-1, max_rating=1, rank=3)
+    state = mech.init_state(WorldInfo(n, 8, 1))
+    state.release = mech.release(ratings, np.random.default_rng(4))
+    users = UserBatch(ratings, ratings > 0)
+    rows = mech.personal_output(users, None, state).dense()
+    u, i = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
+    expected = predict(mech, state.release, ratings, u.ravel(), i.ravel()).reshape(m, n)
+    inside = np.abs(rows) < 1
+    assert inside.mean() > 0.5
+    np.testing.assert_allclose(rows[inside], expected[inside], atol=1e-9)
+
+
+def test_contribution_scores_equal_the_inner_product_with_a_brute_force_contribution():
+    """The attack's score against an independent dense computation of every measurement's contribution."""
+    rng = np.random.default_rng(8)
+    n = 9
+    mech = McSherryMironov(epsilon=1.0, min_rating=-1, max_rating=1)
+    background = sparse.csr_array(rng.choice([-1.0, 0.0, 1.0], (50, n)))
+    release = mech.release(background, rng)
+    row = sparse.csr_array(rng.choice([-1.0, 0.0, 1.0], (1, n)))
+    row[0, 0] = 1.0
+    dense = row.toarray()[0]
+    pattern = (dense != 0).astype(float)
+    centred = mech.centred(row, release.MAvg)
+    w = mech.weights(row)
+    upper = np.triu_indices(n)
+    contribution = {"GSum": np.array([dense.sum()]), "GCount": np.array([pattern.sum()]), "MSum": dense,
+                    "MCount": pattern, "Cov": _weighted_gram(centred, w)[upper],
+                    "Wgt": _weighted_gram(sparse.csr_array(pattern[None]), w)[upper]}
+    scales = mech.noise_scales()
+    expected = sum(contribution[k] @ release.measurements[k] / (2 * scales[k] ** 2) for k in MEASUREMENTS)
+    assert contribution_scores(mech, release, row)[0] == pytest.approx(expected, rel=1e-10)
+    assert _symmetric(release.measurements["Cov"], n).shape == (n, n)
+
+
+def test_the_twin_differs_from_the_mechanism_only_in_its_claim():
+    a, b = McSherryMironov(epsilon=2.0), McSherryMironovPerUserClaim(epsilon=2.0)
+    assert a.noise_scales() == b.noise_scales() and a.claim.epsilon == b.claim.epsilon
+    assert (a.claim.unit, b.claim.unit) == ("rating", "user")
