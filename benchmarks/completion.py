@@ -10,8 +10,11 @@ subprocess so its peak memory (max RSS) is its own:
   same run, then the one-run audit of the others view (``scenarios/matrix-completion-utility.yaml``
   at full size, through ``recaudit run``).
 
-``--rmse`` adds the utility table: held-out RMSE of non-private FW, private FW and private PGD for
-ε in ``--epsilons`` at δ = 1e-6 (mean over ``--repeats`` seeds). Prints markdown tables.
+``--rmse`` adds (``--rmse-only`` runs only) the utility study: held-out RMSE of non-private FW,
+private FW, private PGD and McSherry–Mironov (per-rating ε, and ε/ξ per rating: per user by group
+privacy) for ε in ``--epsilons`` at δ = 1e-6 over ``--repeats`` seeds, and with
+``--movielens-users N`` on a generated MovieLens-format file; writes rmse.md, rmse.json, rmse.png
+and rows.jsonl (rows as they finish) to ``--out``. Prints markdown tables.
 """
 from __future__ import annotations
 
@@ -61,45 +64,134 @@ def private_fw_audit(users: int, items: int, per_user: int, seed: int, canaries:
             "verdict": report["verdict"]}
 
 
-def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], repeats: int,
-               iterations: int, row_bound: float) -> list[dict]:
-    """Held-out RMSE of each mechanism per ε (non-private FW once per seed), through the engine."""
+def _mechanisms(eps: float, iterations: int, row_bound: float, nuclear_scale: float, per_user: int,
+                rating_range: tuple[float, float]) -> list[tuple[str, object]]:
+    """The private mechanisms compared at ``eps`` (δ = 1e-6).
+
+    ``mcsherry_mironov`` is calibrated per *rating* (its paper's claim, Gaussian
+    noise); ``mcsherry_mironov_user`` gets ε / ξ per rating, a per-user guarantee
+    by group privacy over a user's at most ξ ratings (the unit FW and PGD claim).
+    """
+    from mechanisms import McSherryMironov, PrivateFrankWolfe, PrivateProjectedGradient
+
+    low, high = rating_range
+    mm = {"noise": "gaussian", "delta": 1e-6, "min_rating": low, "max_rating": high, "rank": 2}
+    return [("private_frank_wolfe", PrivateFrankWolfe(epsilon=eps, delta=1e-6, iterations=iterations,
+                                                      row_bound=row_bound, nuclear_scale=nuclear_scale)),
+            ("private_projected_gradient", PrivateProjectedGradient(epsilon=eps, delta=1e-6, iterations=iterations,
+                                                                    row_bound=row_bound)),
+            ("mcsherry_mironov", McSherryMironov(epsilon=eps, **mm)),
+            ("mcsherry_mironov_user", McSherryMironov(epsilon=eps / per_user, **mm))]
+
+
+def _rmse_of(mechanism, population, seed: int) -> dict:
+    """Held-out RMSE of every user's output after one whole run of ``mechanism`` through the engine."""
     import numpy as np
 
     from audits.utility import completion_rmse
-    from mechanisms import FrankWolfe, PrivateFrankWolfe, PrivateProjectedGradient
     from simulator.engine import run_protocol
-    from simulator.population import MatrixPopulation, rank_one_world
     from simulator.schedules import Panel
     from simulator.transcript import Recorder
+
+    catalogue = population.catalogue(np.random.default_rng(seed))
+    users = population.rows.ratings.shape[0]
+    transcript = run_protocol(mechanism, population, catalogue, Panel(users, getattr(mechanism, "iterations", 1)),
+                              np.random.SeedSequence(seed), recorder=Recorder(answers=False, outputs="all"))
+    return completion_rmse(transcript, population.test)
+
+
+def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], repeats: int,
+               iterations: int, row_bound: float, report=print) -> list[dict]:
+    """Held-out RMSE of each mechanism per ε (non-private FW once per seed) on the synthetic rank-one world."""
+    import numpy as np
+
+    from mechanisms import FrankWolfe
+    from simulator.population import MatrixPopulation, rank_one_world
 
     rows = []
     for seed in range(repeats):
         world = rank_one_world(users, items, per_user, np.random.default_rng(seed))
         population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
-        catalogue = population.catalogue(np.random.default_rng(seed))
         truth_scale = float(np.linalg.norm(world.user_factors) * np.linalg.norm(world.item_factors)
                             / np.sqrt(users * items))
         reach = 1 - (1 - 1 / iterations) ** iterations  # FW with step 1/T reaches this share of the ball
-
-        def rmse(mechanism):
-            transcript = run_protocol(mechanism, population, catalogue, Panel(users, mechanism.iterations),
-                                      np.random.SeedSequence(seed), recorder=Recorder(answers=False, outputs="all"))
-            return completion_rmse(transcript, population.test)
-
-        base = rmse(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=truth_scale / reach))
+        nuclear = truth_scale / reach
+        start = time.perf_counter()
+        base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=nuclear), population, seed)
         rows.append({"seed": seed, "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
-                     "zero_rmse": base["zero_rmse"]})
+                     "zero_rmse": base["zero_rmse"], "seconds": time.perf_counter() - start})
+        report(json.dumps(rows[-1]))
         for eps in epsilons:
-            for name, mechanism in (
-                    ("private_frank_wolfe", PrivateFrankWolfe(epsilon=eps, delta=1e-6, iterations=iterations,
-                                                              row_bound=row_bound,
-                                                              nuclear_scale=truth_scale / reach)),
-                    ("private_projected_gradient", PrivateProjectedGradient(epsilon=eps, delta=1e-6,
-                                                                            iterations=iterations,
-                                                                            row_bound=row_bound))):
-                rows.append({"seed": seed, "mechanism": name, "epsilon": eps, "rmse": rmse(mechanism)["rmse"]})
+            for name, mechanism in _mechanisms(eps, iterations, row_bound, nuclear, per_user, (-1.0, 1.0)):
+                start = time.perf_counter()
+                rmse = _rmse_of(mechanism, population, seed)["rmse"]
+                rows.append({"seed": seed, "mechanism": name, "epsilon": eps, "rmse": rmse,
+                             "seconds": time.perf_counter() - start})
+                report(json.dumps(rows[-1]))
     return rows
+
+
+def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int = 0, report=print) -> list[dict]:
+    """Held-out RMSE of every mechanism on a MovieLens-format (``u.data``) file the project generates.
+
+    Users of a two-cluster star blockmodel (1..5 stars) are written with
+    ``simulator.ratings.write_population_file`` and read back with the
+    MovieLens loader (top 400 items, ≤ 80 ratings per user, 5 % held out).
+    FW and PGD complete the raw star ratings (no centring) with ``L = 5·sqrt(80)``
+    (no row is clipped) and a nuclear ball from the RMS rating; McSherry–Mironov
+    centres them with its own noisy global effects.
+    """
+    import tempfile
+
+    import numpy as np
+
+    from mechanisms import FrankWolfe
+    from simulator.population import MatrixPopulation, StarSBMPopulation
+    from simulator.ratings import load_ratings, write_population_file
+
+    stars = [[[0.05, 0.1, 0.25, 0.35, 0.25], [0.3, 0.35, 0.2, 0.1, 0.05]],
+             [[0.3, 0.35, 0.2, 0.1, 0.05], [0.05, 0.1, 0.25, 0.35, 0.25]]]
+    source = StarSBMPopulation(n_items=400, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
+                               star_probability=stars, ratings_per_user=80)
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_population_file(Path(folder) / "u.data", source, users, seed=seed, format="udata")
+        data = load_ratings(path, format="udata", top_items=400, max_ratings_per_user=80, test_fraction=0.05,
+                            seed=seed)
+    population = MatrixPopulation.from_ratings(data, 4.0, 5.0)
+    rms = float(np.sqrt(np.mean(data.train.data ** 2)))
+    row_bound = 5.0 * np.sqrt(80)
+    reach = 1 - (1 - 1 / iterations) ** iterations
+    rows = []
+    base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=rms / reach), population, seed)
+    rows.append({"data": "movielens-format", "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
+                 "zero_rmse": base["zero_rmse"]})
+    report(json.dumps(rows[-1]))
+    for eps in epsilons:
+        for name, mechanism in _mechanisms(eps, iterations, row_bound, rms / reach, 80, (1.0, 5.0)):
+            rows.append({"data": "movielens-format", "mechanism": name, "epsilon": eps,
+                         "rmse": _rmse_of(mechanism, population, seed)["rmse"]})
+            report(json.dumps(rows[-1]))
+    return rows
+
+
+def rmse_markdown(rows: list[dict], title: str) -> str:
+    """The RMSE-vs-ε table: mean (min–max) over seeds per mechanism and ε, non-private FW as reference."""
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    private = table[table["mechanism"] != "frank_wolfe"]
+    names = list(dict.fromkeys(private["mechanism"]))
+    base = table[table["mechanism"] == "frank_wolfe"]["rmse"]
+    lines = [title, "", f"non-private Frank-Wolfe: {base.mean():.4f} (over {base.size} seed(s)); predicting 0: "
+                        f"{table['zero_rmse'].dropna().mean():.4f}", "",
+             "| ε | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for eps, group in private.groupby("epsilon"):
+        cells = []
+        for name in names:
+            r = group[group["mechanism"] == name]["rmse"]
+            cells.append(f"{r.mean():.4f}" + (f" ({r.min():.4f}–{r.max():.4f})" if r.size > 1 else ""))
+        lines.append(f"| {eps:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _child(case: str, kwargs: dict) -> None:
@@ -121,11 +213,18 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--row-bound", type=float, default=1.0, help="L of the private mechanisms")
+    parser.add_argument("--rmse-only", action="store_true", help="only the RMSE study (no timing cases)")
+    parser.add_argument("--movielens-users", type=int, default=0,
+                        help="also the RMSE on a generated MovieLens-format file of this many users")
+    parser.add_argument("--out", default="benchmarks/results/completion-rmse", help="folder of the RMSE study")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--kwargs", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child, json.loads(args.kwargs))
+        return
+    if args.rmse_only:
+        rmse_outputs(args)
         return
     data = {"users": args.users, "items": args.items, "per_user": args.per_user, "seed": args.seed}
     cases = {"product": data,
@@ -144,19 +243,39 @@ def main() -> None:
                                               f"ε_LB {r['epsilon_lb']:.3f}, {r['verdict']}")
         print(f"| {case} | {r['seconds']:.3g} | {r['seconds'] / unit:,.0f} | {r['peak_rss_mb']:,.0f} | {notes} |")
     if args.rmse:
-        import pandas as pd
+        rmse_outputs(args)
 
-        table = pd.DataFrame(rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats,
-                                        args.iterations, args.row_bound))
-        print(f"\nheld-out RMSE, {args.rmse_users:,} users, δ = 1e-6, L = {args.row_bound:g}, "
-              f"mean over {args.repeats} seeds\n")
-        means = table.groupby(["mechanism", "epsilon"], dropna=False)["rmse"].mean()
-        baseline = means["frank_wolfe"].iloc[0]
-        print(f"non-private Frank-Wolfe: {baseline:.4f}; predicting 0: {table['zero_rmse'].dropna().mean():.4f}\n")
-        print("| ε | private FW | private PGD |\n|---:|---:|---:|")
-        for eps in args.epsilons:
-            print(f"| {eps:g} | {means['private_frank_wolfe'][eps]:.4f} | "
-                  f"{means['private_projected_gradient'][eps]:.4f} |")
+
+def rmse_outputs(args) -> None:
+    """The RMSE-vs-ε study: rows as they finish (rows.jsonl), then rmse.json, rmse.md and rmse.png in ``--out``."""
+    from audits.io import plots
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "rows.jsonl").open("a")
+
+    def report(line: str) -> None:
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    rows = rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats, args.iterations,
+                      args.row_bound, report)
+    title = (f"held-out RMSE, synthetic rank-one world: {args.rmse_users:,} users x {args.items} items, <= "
+             f"{args.per_user} ratings each, δ = 1e-6, L = {args.row_bound:g}, {args.iterations} iterations; "
+             f"mean (min–max) over {args.repeats} seed(s)")
+    text = rmse_markdown(rows, title)
+    result = {"synthetic": rows}
+    if args.movielens_users:
+        movielens = movielens_rmse(args.movielens_users, args.epsilons, args.iterations, report=report)
+        result["movielens_format"] = movielens
+        text += "\n" + rmse_markdown(movielens, f"held-out RMSE, generated MovieLens-format file (u.data, "
+                                                 f"{args.movielens_users:,} users, 1-5 stars, top 400 items, <= 80 "
+                                                 f"ratings each, 5 % held out), one seed")
+    (out / "rmse.json").write_text(json.dumps(result, indent=1))
+    (out / "rmse.md").write_text(text)
+    (out / "rmse.png").write_bytes(plots.rmse_figure(rows, title.split(";")[0]))
+    print(text)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from scipy import sparse
 
 from .accounting import Composition, GaussianRelease, LaplaceRelease
 from .base import ParameterError, Protocol, UserBatch, WorldInfo
-from .matrix_completion import LowRankRows
+from .matrix_completion import LowRankRows, gram
 from .reference import analytic_gaussian_sigma
 
 #: budget shares of the six measurements before the Cov/Wgt split (the paper's 0.02 / 0.19 / 0.79)
@@ -299,10 +299,11 @@ def _pattern(ratings: sparse.csr_array) -> sparse.csr_array:
 
 
 def _weighted_gram(rows: sparse.csr_array, weight: np.ndarray) -> np.ndarray:
-    """``Σ_u w_u x_u x_uᵀ`` (items x items, dense) with one sparse product."""
-    weighted = sparse.diags_array(weight) @ rows
-    gram = (rows.T @ weighted)
-    return gram.toarray() if sparse.issparse(gram) else np.asarray(gram)
+    """``Σ_u w_u x_u x_uᵀ`` (items x items, dense) for weights ``w ≥ 0``: the Gram matrix of the rows
+    scaled by ``sqrt(w)``, through dense blocks of a few users (BLAS; far faster than sparse x sparse)."""
+    scaled = sparse.csr_array(rows, dtype=float, copy=True)
+    scaled.data *= np.repeat(np.sqrt(weight), np.diff(scaled.indptr))
+    return gram(scaled)
 
 
 def _symmetric(upper: np.ndarray, n: int) -> np.ndarray:
