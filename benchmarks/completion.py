@@ -217,6 +217,8 @@ def main() -> None:
     parser.add_argument("--movielens-users", type=int, default=0,
                         help="also the RMSE on a generated MovieLens-format file of this many users")
     parser.add_argument("--out", default="benchmarks/results/completion-rmse", help="folder of the RMSE study")
+    parser.add_argument("--summarise", action="store_true",
+                        help="with --rmse-only: tables and plot from the rows --out/rows.jsonl holds (no runs)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--kwargs", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,29 +254,38 @@ def rmse_outputs(args) -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log = (out / "rows.jsonl").open("a")
+    log = (out / "rows.jsonl").open("r" if args.summarise else "a")
 
     def report(line: str) -> None:
         print(line, flush=True)
         log.write(line + "\n")
         log.flush()
 
-    rows = rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats, args.iterations,
-                      args.row_bound, report)
+    if args.summarise:  # the rows a (possibly unfinished) study logged so far
+        logged = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+        rows = [r for r in logged if "data" not in r]
+        args.repeats = len({r["seed"] for r in rows})
+    else:
+        rows = rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats,
+                          args.iterations, args.row_bound, report)
     title = (f"held-out RMSE, synthetic rank-one world: {args.rmse_users:,} users x {args.items} items, <= "
              f"{args.per_user} ratings each, δ = 1e-6, L = {args.row_bound:g}, {args.iterations} iterations; "
              f"mean (min–max) over {args.repeats} seed(s)")
     text = rmse_markdown(rows, title)
     result = {"synthetic": rows}
-    if args.movielens_users:
+    movielens = [r for r in logged if "data" in r] if args.summarise else None
+    if args.movielens_users and not args.summarise:
         movielens = movielens_rmse(args.movielens_users, args.epsilons, args.iterations, report=report)
+    if movielens:
         result["movielens_format"] = movielens
+        users = f"{args.movielens_users:,} users, " if args.movielens_users else ""
         text += "\n" + rmse_markdown(movielens, f"held-out RMSE, generated MovieLens-format file (u.data, "
-                                                 f"{args.movielens_users:,} users, 1-5 stars, top 400 items, <= 80 "
+                                                 f"{users}1-5 stars, top 400 items, <= 80 "
                                                  f"ratings each, 5 % held out), one seed")
     (out / "rmse.json").write_text(json.dumps(result, indent=1))
     (out / "rmse.md").write_text(text)
-    (out / "rmse.png").write_bytes(plots.rmse_figure(rows, title.split(";")[0]))
+    (out / "rmse.png").write_bytes(plots.rmse_figure(rows, f"synthetic rank-one, {args.rmse_users:,} users x {args.items} items, "
+                                                          f"{args.repeats} seed(s)"))
     print(text)
 
 
