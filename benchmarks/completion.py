@@ -14,7 +14,9 @@ subprocess so its peak memory (max RSS) is its own:
 private FW, private PGD and McSherry–Mironov (per-rating ε, and ε/ξ per rating: per user by group
 privacy) for ε in ``--epsilons`` at δ = 1e-6 over ``--repeats`` seeds, and with
 ``--movielens-users N`` on a generated MovieLens-format file; writes rmse.md, rmse.json, rmse.png
-and rows.jsonl (rows as they finish) to ``--out``. Prints markdown tables.
+and rows.jsonl (rows as they finish) to ``--out``. Prints markdown tables. ``--row-bounds L…``
+runs only the row-bound study: non-private FW with rows clipped to each L (the bias of the
+projection) and private FW at each ε (the noise, σ ∝ L²), ``--rmse-users`` users.
 """
 from __future__ import annotations
 
@@ -174,6 +176,37 @@ def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int
     return rows
 
 
+def row_bound_study(users: int, bounds: list[float], epsilons: list[float], iterations: int = 10, seed: int = 0,
+                    report=print) -> list[dict]:
+    """Private FW's error split into the clipping bias of ``L`` (non-private FW with rows clipped to L)
+    and the noise σ ∝ L² (private FW), for each row bound L, on the rank-one world (400 items, ξ = 80)."""
+    import numpy as np
+
+    from mechanisms import FrankWolfe, PrivateFrankWolfe
+    from simulator.population import MatrixPopulation, rank_one_world
+
+    world = rank_one_world(users, 400, 80, np.random.default_rng(seed))
+    population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
+    reach = 1 - (1 - 1 / iterations) ** iterations
+    nuclear = float(np.linalg.norm(world.user_factors) * np.linalg.norm(world.item_factors)
+                    / np.sqrt(users * 400)) / reach
+    norms = np.sqrt(np.asarray(world.data.train.multiply(world.data.train).sum(axis=1)).ravel())
+    rows = [{"row_norm_quantiles": dict(zip(("10%", "50%", "90%", "max"),
+                                            np.quantile(norms, [0.1, 0.5, 0.9, 1.0]).round(3).tolist()))}]
+    report(json.dumps(rows[-1]))
+    for bound in bounds:
+        clipped = _rmse_of(FrankWolfe(iterations=iterations, row_bound=bound, nuclear_scale=nuclear), population, seed)
+        rows.append({"mechanism": "frank_wolfe, rows clipped to L", "L": bound, "rmse": clipped["rmse"]})
+        report(json.dumps(rows[-1]))
+        for eps in epsilons:
+            mech = PrivateFrankWolfe(epsilon=eps, delta=1e-6, iterations=iterations, row_bound=bound,
+                                     nuclear_scale=nuclear)
+            rows.append({"mechanism": "private_frank_wolfe", "L": bound, "epsilon": eps, "sigma": mech.noise.sigma,
+                         "rmse": _rmse_of(mech, population, seed)["rmse"]})
+            report(json.dumps(rows[-1]))
+    return rows
+
+
 def rmse_markdown(rows: list[dict], title: str) -> str:
     """The RMSE-vs-ε table: mean (min–max) over seeds per mechanism and ε, non-private FW as reference."""
     import pandas as pd
@@ -217,6 +250,8 @@ def main() -> None:
     parser.add_argument("--movielens-users", type=int, default=0,
                         help="also the RMSE on a generated MovieLens-format file of this many users")
     parser.add_argument("--out", default="benchmarks/results/completion-rmse", help="folder of the RMSE study")
+    parser.add_argument("--row-bounds", type=float, nargs="+",
+                        help="only the row-bound study of private FW (clipping bias against noise) for these L")
     parser.add_argument("--summarise", action="store_true",
                         help="with --rmse-only: tables and plot from the rows --out/rows.jsonl holds (no runs)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -227,6 +262,9 @@ def main() -> None:
         return
     if args.rmse_only:
         rmse_outputs(args)
+        return
+    if args.row_bounds:
+        row_bound_study(args.rmse_users, args.row_bounds, args.epsilons)
         return
     data = {"users": args.users, "items": args.items, "per_user": args.per_user, "seed": args.seed}
     cases = {"product": data,
