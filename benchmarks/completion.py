@@ -11,8 +11,8 @@ subprocess so its peak memory (max RSS) is its own:
   at full size, through ``recaudit run``).
 
 ``--rmse`` adds (``--rmse-only`` runs only) the utility study: held-out RMSE of non-private FW,
-private FW, private PGD and McSherry–Mironov (per-rating ε, and ε/ξ per rating: per user by group
-privacy) for ε in ``--epsilons`` at δ = 1e-6 over ``--repeats`` seeds, and with
+private FW, private PGD and McSherry–Mironov (per-rating ε; ε/ξ per rating, per user by group
+privacy; and calibrated to (ε, δ) per user from its per-user sensitivities) for ε in ``--epsilons`` at δ = 1e-6 over ``--repeats`` seeds, and with
 ``--movielens-users N`` on a generated MovieLens-format file; writes rmse.md, rmse.json, rmse.png
 and rows.jsonl (rows as they finish) to ``--out``. Prints markdown tables. ``--row-bounds L…``
 runs only the row-bound study: non-private FW with rows clipped to each L (the bias of the
@@ -71,10 +71,14 @@ def _mechanisms(eps: float, iterations: int, row_bound: float, nuclear_scale: fl
     """The private mechanisms compared at ``eps`` (δ = 1e-6).
 
     ``mcsherry_mironov`` is calibrated per *rating* (its paper's claim, Gaussian
-    noise); ``mcsherry_mironov_user`` gets ε / ξ per rating, a per-user guarantee
-    by group privacy over a user's at most ξ ratings (the unit FW and PGD claim).
+    noise); ``mcsherry_mironov_group`` gets ε / ξ per rating (per user by group
+    privacy over a user's at most ξ ratings, with δ inflated to about ξ e^ε δ);
+    ``mcsherry_mironov_user`` is calibrated so each user (≤ ξ ratings) gets exactly
+    (ε, δ) — the unit FW and PGD claim — from the per-user sensitivities
+    (``user_level_rating_epsilon``, checked against the accountant in the tests).
     """
     from mechanisms import McSherryMironov, PrivateFrankWolfe, PrivateProjectedGradient
+    from mechanisms.mcsherry_mironov import user_level_rating_epsilon
 
     low, high = rating_range
     mm = {"noise": "gaussian", "delta": 1e-6, "min_rating": low, "max_rating": high, "rank": 2}
@@ -83,7 +87,9 @@ def _mechanisms(eps: float, iterations: int, row_bound: float, nuclear_scale: fl
             ("private_projected_gradient", PrivateProjectedGradient(epsilon=eps, delta=1e-6, iterations=iterations,
                                                                     row_bound=row_bound)),
             ("mcsherry_mironov", McSherryMironov(epsilon=eps, **mm)),
-            ("mcsherry_mironov_user", McSherryMironov(epsilon=eps / per_user, **mm))]
+            ("mcsherry_mironov_group", McSherryMironov(epsilon=eps / per_user, **mm)),
+            ("mcsherry_mironov_user", McSherryMironov(
+                epsilon=user_level_rating_epsilon(McSherryMironov(epsilon=eps, **mm), per_user), **mm))]
 
 
 def _rmse_of(mechanism, population, seed: int) -> dict:
@@ -103,7 +109,7 @@ def _rmse_of(mechanism, population, seed: int) -> dict:
 
 
 def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], repeats: int,
-               iterations: int, row_bound: float, report=print) -> list[dict]:
+               iterations: int, row_bound: float, report=print, only: list[str] | None = None) -> list[dict]:
     """Held-out RMSE of each mechanism per ε (non-private FW once per seed) on the synthetic rank-one world."""
     import numpy as np
 
@@ -119,12 +125,16 @@ def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], rep
         reach = 1 - (1 - 1 / iterations) ** iterations  # FW with step 1/T reaches this share of the ball
         nuclear = truth_scale / reach
         start = time.perf_counter()
-        base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=nuclear), population, seed)
-        rows.append({"seed": seed, "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
-                     "zero_rmse": base["zero_rmse"], "seconds": time.perf_counter() - start})
-        report(json.dumps(rows[-1]))
+        if not only or "frank_wolfe" in only:
+            base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=nuclear), population,
+                            seed)
+            rows.append({"seed": seed, "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
+                         "zero_rmse": base["zero_rmse"], "seconds": time.perf_counter() - start})
+            report(json.dumps(rows[-1]))
         for eps in epsilons:
             for name, mechanism in _mechanisms(eps, iterations, row_bound, nuclear, per_user, (-1.0, 1.0)):
+                if only and name not in only:
+                    continue
                 start = time.perf_counter()
                 rmse = _rmse_of(mechanism, population, seed)["rmse"]
                 rows.append({"seed": seed, "mechanism": name, "epsilon": eps, "rmse": rmse,
@@ -133,7 +143,8 @@ def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], rep
     return rows
 
 
-def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int = 0, report=print) -> list[dict]:
+def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int = 0, report=print,
+                   only: list[str] | None = None) -> list[dict]:
     """Held-out RMSE of every mechanism on a MovieLens-format (``u.data``) file the project generates.
 
     Users of a two-cluster star blockmodel (1..5 stars) are written with
@@ -164,12 +175,16 @@ def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int
     row_bound = 5.0 * np.sqrt(80)
     reach = 1 - (1 - 1 / iterations) ** iterations
     rows = []
-    base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=rms / reach), population, seed)
-    rows.append({"data": "movielens-format", "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
-                 "zero_rmse": base["zero_rmse"]})
-    report(json.dumps(rows[-1]))
+    if not only or "frank_wolfe" in only:
+        base = _rmse_of(FrankWolfe(iterations=iterations, row_bound=1e9, nuclear_scale=rms / reach), population,
+                        seed)
+        rows.append({"data": "movielens-format", "mechanism": "frank_wolfe", "epsilon": None, "rmse": base["rmse"],
+                     "zero_rmse": base["zero_rmse"]})
+        report(json.dumps(rows[-1]))
     for eps in epsilons:
         for name, mechanism in _mechanisms(eps, iterations, row_bound, rms / reach, 80, (1.0, 5.0)):
+            if only and name not in only:
+                continue
             rows.append({"data": "movielens-format", "mechanism": name, "epsilon": eps,
                          "rmse": _rmse_of(mechanism, population, seed)["rmse"]})
             report(json.dumps(rows[-1]))
@@ -250,6 +265,7 @@ def main() -> None:
     parser.add_argument("--movielens-users", type=int, default=0,
                         help="also the RMSE on a generated MovieLens-format file of this many users")
     parser.add_argument("--out", default="benchmarks/results/completion-rmse", help="folder of the RMSE study")
+    parser.add_argument("--only", nargs="+", help="run only these mechanisms (names as in the table)")
     parser.add_argument("--row-bounds", type=float, nargs="+",
                         help="only the row-bound study of private FW (clipping bias against noise) for these L")
     parser.add_argument("--summarise", action="store_true",
@@ -305,7 +321,7 @@ def rmse_outputs(args) -> None:
         args.repeats = len({r["seed"] for r in rows})
     else:
         rows = rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats,
-                          args.iterations, args.row_bound, report)
+                          args.iterations, args.row_bound, report, args.only)
     title = (f"held-out RMSE, synthetic rank-one world: {args.rmse_users:,} users x {args.items} items, <= "
              f"{args.per_user} ratings each, δ = 1e-6, L = {args.row_bound:g}, {args.iterations} iterations; "
              f"mean (min–max) over {args.repeats} seed(s)")
@@ -313,7 +329,8 @@ def rmse_outputs(args) -> None:
     result = {"synthetic": rows}
     movielens = [r for r in logged if "data" in r] if args.summarise else None
     if args.movielens_users and not args.summarise:
-        movielens = movielens_rmse(args.movielens_users, args.epsilons, args.iterations, report=report)
+        movielens = movielens_rmse(args.movielens_users, args.epsilons, args.iterations, report=report,
+                                   only=args.only)
     if movielens:
         result["movielens_format"] = movielens
         users = f"{args.movielens_users:,} users, " if args.movielens_users else ""

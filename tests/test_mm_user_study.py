@@ -57,3 +57,51 @@ def test_user_level_epsilon_lb_grows_with_the_rating_count():
     assert rows[1]["epsilon_lb"] > rows[0]["epsilon_lb"], rows
     assert all(r["epsilon_lb"] <= r["group_bound"] for r in rows), rows
     assert "| 50 |" in markdown(rows, 2.0, StudyWorld(), 0.01)
+
+
+@pytest.mark.parametrize("noise,norm", [("laplace", 0), ("gaussian", 1)])
+def test_user_sensitivities_bound_a_whole_row_replaced(noise, norm):
+    """Brute force over random pairs of rows with ≤ ξ ratings (MAvg fixed): every measurement's change
+    stays within ``user_sensitivities``, and the worst pair found comes within a factor 3 of it."""
+    from audits.mm_user_study import contributions
+    from mechanisms.mcsherry_mironov import MEASUREMENTS, user_sensitivities
+
+    rng = np.random.default_rng(2)
+    n, xi = 16, 6
+    mech = McSherryMironov(epsilon=1.0, noise=noise, delta=1e-6 if norm else 0.0, min_rating=-1, max_rating=1)
+    bound = user_sensitivities(-1, 1, 1.0, xi)
+    worst = dict.fromkeys(MEASUREMENTS, 0.0)
+    for _ in range(300):
+        mavg = rng.uniform(-1, 1, n)
+        rows = []
+        for _ in range(2):
+            c = int(rng.integers(1, xi + 1))
+            items = rng.choice(n, c, replace=False)
+            values = rng.choice([-1.0, 1.0], c) if rng.random() < 0.5 else np.full(c, rng.choice([-1.0, 1.0]))
+            rows.append(UserBatch.from_coo(np.zeros(c, np.int64), items, values, values > 0, (1, n)).ratings)
+        a, b = contributions(mech, rows[0], mavg), contributions(mech, rows[1], mavg)
+        for k in MEASUREMENTS:
+            d = a[k] - b[k]
+            worst[k] = max(worst[k], np.abs(d).sum() if norm == 0 else np.linalg.norm(d))
+    for k in MEASUREMENTS:
+        assert worst[k] <= bound[k][norm] + 1e-9, (k, worst[k], bound[k][norm])
+        assert worst[k] >= bound[k][norm] / 3, (k, worst[k], bound[k][norm])
+
+
+def test_user_level_calibration_matches_the_accountant():
+    """Noise of the per-rating ε from ``user_level_rating_epsilon``, composed by dp-accounting at the
+    per-user sensitivities, gives back the requested user-level ε (Gaussian) — and exactly (Laplace)."""
+    from mechanisms.accounting import Composition, GaussianRelease, LaplaceRelease, epsilon_for
+    from mechanisms.mcsherry_mironov import MEASUREMENTS, user_level_rating_epsilon, user_sensitivities
+
+    xi = 80
+    user = user_sensitivities(-1, 1, 1.0, xi)
+    for noise, delta in (("gaussian", 1e-6), ("laplace", 0.0)):
+        target = McSherryMironov(epsilon=1.0, noise=noise, delta=delta, min_rating=-1, max_rating=1)
+        mech = McSherryMironov(epsilon=user_level_rating_epsilon(target, xi), noise=noise, delta=delta,
+                               min_rating=-1, max_rating=1)
+        scales = mech.noise_scales()
+        release = GaussianRelease if noise == "gaussian" else LaplaceRelease
+        norm = 1 if noise == "gaussian" else 0
+        event = Composition(tuple(release(scales[k], user[k][norm]) for k in MEASUREMENTS))
+        assert epsilon_for(event, delta) == pytest.approx(1.0, rel=2e-3)
