@@ -34,27 +34,32 @@ class LowRankRows:
 
     coefficients: np.ndarray  # (n_users, rank)
     basis: np.ndarray  # (rank, n_items)
+    #: predictions clamped to this (low, high) rating range (a predictor that clamps, e.g. McSherry–Mironov's)
+    clip: tuple[float, float] | None = None
 
     def __len__(self) -> int:
         return self.coefficients.shape[0]
 
     def __getitem__(self, index) -> "LowRankRows":
-        return LowRankRows(self.coefficients[index], self.basis)
+        return LowRankRows(self.coefficients[index], self.basis, self.clip)
 
     @classmethod
     def concat(cls, parts: "list[LowRankRows]") -> "LowRankRows":
         basis = parts[0].basis
         if any(p.basis is not basis and not np.array_equal(p.basis, basis) for p in parts):
             raise ValueError("rows over different bases cannot be stacked")
-        return cls(np.concatenate([p.coefficients for p in parts]), basis)
+        return cls(np.concatenate([p.coefficients for p in parts]), basis, parts[0].clip)
+
+    def _clipped(self, values: np.ndarray) -> np.ndarray:
+        return values if self.clip is None else np.clip(values, *self.clip)
 
     def dense(self) -> np.ndarray:
         """The rows as a dense (n_users, n_items) array: for small batches only."""
-        return self.coefficients @ self.basis
+        return self._clipped(self.coefficients @ self.basis)
 
     def at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """Predicted entries ``(users[e], items[e])``, computed entry by entry (no dense rows)."""
-        return np.einsum("er,re->e", self.coefficients[users], self.basis[:, items], optimize=False)
+        return self._clipped(np.einsum("er,re->e", self.coefficients[users], self.basis[:, items], optimize=False))
 
 
 def entry_rows(rows: sparse.csr_array) -> np.ndarray:

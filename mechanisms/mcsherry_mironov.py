@@ -243,15 +243,17 @@ class McSherryMironov(Protocol):
         return state.release
 
     def personal_output(self, users: UserBatch, carried, state: McSherryMironovState) -> LowRankRows | None:
-        """Each user's SVD predictor ``MAvg + r̄_u + Q p_u`` (unclamped), as low-rank rows.
+        """Each user's SVD predictor ``clamp(MAvg + r̄_u + Q p_u)``, as low-rank rows.
 
-        Coefficients ``[1, r̄_u, p_u]`` over the basis ``[MAvg; 1; Qᵀ]``: only the
-        published release and the user's own row enter it.
+        Coefficients ``[1, r̄_u, p_u]`` over the basis ``[MAvg; 1; Qᵀ]``, clamped
+        to the rating range (as :func:`predict`): only the published release and
+        the user's own row enter it.
         """
         if state.release is None:
             return None
         offset, factor = user_factors(self, state.release, users.ratings)
-        return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release))
+        return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release),
+                           (self.min_rating, self.max_rating))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "noise": self.noise, "theta": self.theta, "rank": self.rank}
