@@ -109,7 +109,8 @@ def _rmse_of(mechanism, population, seed: int) -> dict:
 
 
 def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], repeats: int,
-               iterations: int, row_bound: float, report=print, only: list[str] | None = None) -> list[dict]:
+               iterations: int, row_bound: float, report=print, only: list[str] | None = None,
+               first_seed: int = 0) -> list[dict]:
     """Held-out RMSE of each mechanism per ε (non-private FW once per seed) on the synthetic rank-one world."""
     import numpy as np
 
@@ -117,7 +118,7 @@ def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], rep
     from simulator.population import MatrixPopulation, rank_one_world
 
     rows = []
-    for seed in range(repeats):
+    for seed in range(first_seed, first_seed + repeats):
         world = rank_one_world(users, items, per_user, np.random.default_rng(seed))
         population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
         truth_scale = float(np.linalg.norm(world.user_factors) * np.linalg.norm(world.item_factors)
@@ -271,6 +272,7 @@ def main() -> None:
     parser.add_argument("--movielens-users", type=int, default=0,
                         help="also the RMSE on a generated MovieLens-format file of this many users")
     parser.add_argument("--out", default="benchmarks/results/completion-rmse", help="folder of the RMSE study")
+    parser.add_argument("--first-seed", type=int, default=0, help="RMSE study: seeds first_seed, first_seed + 1, …")
     parser.add_argument("--only", nargs="+", help="run only these mechanisms (names as in the table)")
     parser.add_argument("--row-bounds", type=float, nargs="+",
                         help="only the row-bound study of private FW (clipping bias against noise) for these L")
@@ -330,7 +332,7 @@ def rmse_outputs(args) -> None:
         args.repeats = len({r["seed"] for r in rows})
     else:
         rows = rmse_table(args.rmse_users, args.items, args.per_user, args.epsilons, args.repeats,
-                          args.iterations, args.row_bound, report, args.only)
+                          args.iterations, args.row_bound, report, args.only, args.first_seed)
     title = (f"held-out RMSE, synthetic rank-one world: {args.rmse_users:,} users x {args.items} items, <= "
              f"{args.per_user} ratings each, δ = 1e-6, L = {args.row_bound:g}, {args.iterations} iterations; "
              f"mean (min–max) over {args.repeats} seed(s)")
