@@ -113,3 +113,14 @@ def test_the_twin_differs_from_the_mechanism_only_in_its_claim():
     a, b = McSherryMironov(epsilon=2.0), McSherryMironovPerUserClaim(epsilon=2.0)
     assert a.noise_scales() == b.noise_scales() and a.claim.epsilon == b.claim.epsilon
     assert (a.claim.unit, b.claim.unit) == ("rating", "user")
+
+
+@pytest.mark.parametrize("view,verdict", [("releases", "consistent"), ("target", "violated")])
+def test_canaries_in_one_run(tmp_path, view, verdict):
+    """The attack scores every canary of one run at once: the release is consistent with the per-rating
+    claim (false failure ≤ α = 0.05), each canary's own predictor gives it away."""
+    result = run(tmp_path, "mcsherry-mironov", **(SMALL | {"population.n_users": 400, "audit.design": "one_run",
+                                                           "audit.method": "one-run", "audit.trials": 200,
+                                                           "audit.view": view}))
+    assert result.world["canaries"] == 200
+    assert result.verdict == verdict, [t.estimate.epsilon_lb for t in result.tests]
