@@ -3,6 +3,7 @@ from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
+from .sp2_server_view import SP2ServerViewAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
 ATTACKS: dict[str, type[Attack]] = {
@@ -10,6 +11,7 @@ ATTACKS: dict[str, type[Attack]] = {
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
+    "sp2_server_view": SP2ServerViewAttack,
     **OUTPUT_ATTACKS,
 }
 

@@ -7,8 +7,10 @@ from typing import Any, Literal
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
 #: ``replace``: any row for any row; ``add_remove``: one row more or less; ``replace_likes``: the
-#: user's likes change but its rated set stays (the rated set is public: protocols whose queries read it)
-Neighbouring = Literal["replace", "add_remove", "replace_likes"]
+#: user's likes change but its rated set stays (the rated set is public: protocols whose queries read it);
+#: ``replace_private``: the user's private ratings (which items, and their values) change, its public ones stay
+#: (selective privacy, SP2: only the ratings a user keeps on its device are protected)
+Neighbouring = Literal["replace", "add_remove", "replace_likes", "replace_private"]
 ViewKind = Literal["messages", "releases", "others", "target"]
 
 PROTECTED_VIEW: dict[str, ViewKind] = {
