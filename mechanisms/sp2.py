@@ -144,11 +144,16 @@ def truncate_weights(weights: np.ndarray, top_r: int | None) -> np.ndarray:
 
 def fit_joint_mf(users, items, ratings, shape: tuple[int, int], rng: np.random.Generator, *, factors: int = 100,
                  clusters: int = 10, epochs: int = 20, lr: float = 0.005, reg: float = 0.02, init_std: float = 0.1,
-                 batch_size: int = 256) -> JointModel:
+                 batch_size: int = 256, centre_reg: Literal["once", "per_rating"] = "once") -> JointModel:
     """The paper's Algorithm 3 by minibatch projected SGD: ``r̂ = μ + b_u + b_i + w_iᵀCᵀp_u``, ``w_i ≥ 0``.
 
-    Per rating the steps are the gradient steps of ``½e² + ½λ(b_u² + b_i² + |p_u|² + |C|² + |w_i|²)``;
-    after each step the weights are projected on ``w ≥ 0``.
+    Per rating the steps are the gradient steps of ``½e² + ½λ(b_u² + b_i² + |p_u|² + |w_i|²)``;
+    after each step the weights are projected on ``w ≥ 0``. The centres ``C``
+    are shared by every rating: ``centre_reg="per_rating"`` shrinks them by
+    ``λC`` at every rating as Algorithm 3 is written, which over an epoch of
+    ``N`` ratings is a penalty ``½λN|C|²`` and drives ``C`` to 0 (the model
+    collapses to biases); the default ``"once"`` penalises ``½λ|C|²`` once per
+    epoch (``λ·B/N`` per batch of ``B``).
     """
     users, items, ratings = _check_ratings(users, items, ratings, shape)
     mu = float(ratings.mean()) if ratings.size else 0.0
@@ -167,7 +172,8 @@ def fit_joint_mf(users, items, ratings, shape: tuple[int, int], rng: np.random.G
             np.add.at(bi, i, lr * (err - reg * bi[i]))
             np.add.at(pu, u, lr * (e * q - reg * p))
             np.add.at(weights, i, lr * (e * (p @ centres) - reg * w))
-            centres += lr * ((e * p).T @ w - reg * b.size * centres)
+            shrink = b.size if centre_reg == "per_rating" else b.size / ratings.size
+            centres += lr * ((e * p).T @ w - reg * shrink * centres)
             np.maximum(weights, 0.0, out=weights)
     return JointModel(mu, bu, bi, pu, centres, weights)
 
