@@ -12,6 +12,7 @@ each privacy allocation (H1 per user, H2 per item; Beta (2,2), (0.5,0.5),
 * ``all_private`` (each user predicts its own mean rating),
 * ``only_public`` (MF on the public ratings, private ones dropped),
 * ``naive``, ``clustering``, ``joint`` (SP2: public MF, then on-device fine-tuning),
+* ``joint_only_public`` (the joint server model with top-R weights, no fine-tuning: joint's own baseline),
 
 and the ε lower bound of the audit of the server's view (scenario
 ``scenarios/sp2.yaml`` re-run with that allocation) for the full download
@@ -41,7 +42,7 @@ from simulator.ratings import load_ratings, write_population_file
 
 BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
 SCHEMES = ["H1", "H2"]
-METHODS = ["all_public", "all_private", "only_public", "naive", "clustering", "joint"]
+METHODS = ["all_public", "all_private", "only_public", "naive", "clustering", "joint", "joint_only_public"]
 PAPER_H1 = {  # MovieLens RMSE, Table 2 of seed 001 (5-fold): only public, naive, clustering, joint
     (2.0, 2.0): (0.9183, 0.9051, 0.9165, 0.9051), (0.5, 0.5): (0.925, 0.9072, 0.9146, 0.9072),
     (5.0, 1.0): (0.9518, 0.9316, 0.9387, 0.9316), (1.0, 5.0): (0.9033, 0.8953, 0.9037, 0.8953)}
@@ -158,6 +159,8 @@ def evaluate_allocation(split: Split, private: sparse.csr_array, config: StudyCo
                                                           tu, ti))
     joint = fit_joint_mf(u_pub, i_pub, r_pub, shape, rng, clusters=config.clusters, **config.mf)
     aux = joint_aux(joint, config.top_r)
+    out["joint_only_public"] = _scores(split, joint.mu + joint.user_bias[tu] + aux.slot_bias[ti]
+                                       + np.einsum("ij,ij->i", joint.user_factors[tu], aux.slot_factors[ti]))
     device = fine_tune(aux, joint.user_factors, joint.user_bias, u_prv, i_prv, r_prv, rng, **tune)
     out["joint"] = _scores(split, device.predict(aux, tu, ti))
     out["private_fraction"] = private.nnz / max(split.train.nnz, 1)
@@ -274,13 +277,14 @@ def markdown(result: dict) -> str:
         if "surprise_svd_rmse" in world:
             lines += [f"Base MF check, all-public split: ours {_fmt(world['ours_svd_rmse'])}, scikit-surprise SVD "
                       f"{_fmt(world['surprise_svd_rmse'])}."]
-        lines += ["", "| allocation | private share | only public | naive | clustering | joint | "
-                      "naive gain | ε_LB full | ε_LB leaky (ceiling) |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| allocation | private share | only public | naive | clustering | joint | joint, no "
+                      "fine-tuning | naive gain | ε_LB full | ε_LB leaky (ceiling) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for key, row in world["allocations"].items():
             leak = result["leakage"].get(key, {})
             full, leaky = leak.get("full", {}), leak.get("leaky", {})
             cells = [f"{_fmt(row[m]['rmse'])} / {_fmt(row[m]['ndcg10'])}"
-                     for m in ("only_public", "naive", "clustering", "joint")]
+                     for m in ("only_public", "naive", "clustering", "joint", "joint_only_public")]
             gain = row["only_public"]["rmse"] - row["naive"]["rmse"]
             lines.append(f"| {key} | {row['private_fraction']:.2f} | " + " | ".join(cells) + f" | {gain:+.4f} | "
                          f"{_fmt(full.get('epsilon_lb'))} | {_fmt(leaky.get('epsilon_lb'))} "
@@ -308,10 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audit-trials", type=int, default=100,
                         help="runs per world of each leakage audit (0: skip the audits)")
     parser.add_argument("--fine-tune-epochs", type=int, default=20)
+    parser.add_argument("--factors", type=int, default=100, help="MF factors (Surprise's default 100)")
+    parser.add_argument("--clusters", type=int, default=10, help="k-means clusters / joint centres")
     parser.add_argument("--sbm-users", type=int, default=943)
     parser.add_argument("--no-surprise", action="store_true", help="skip the scikit-surprise comparison")
     args = parser.parse_args(argv)
-    config = StudyConfig(fine_tune_epochs=args.fine_tune_epochs)
+    config = StudyConfig(factors=args.factors, fine_tune_epochs=args.fine_tune_epochs, clusters=args.clusters)
     result = run_study(args.out, args.seed, args.ratings, args.audit_trials, config, not args.no_surprise,
                        args.sbm_users, log=lambda m: print(m, file=sys.stderr))
     print(markdown(result))

@@ -276,3 +276,25 @@ def test_base_mf_within_two_percent_of_scikit_surprise_svd(tmp_path):
     split = file_split(path, seed=5)
     ours, theirs = ours_rmse(split, StudyConfig(), 1), surprise_rmse(split, StudyConfig(), 1)
     assert abs(ours - theirs) / theirs < 0.02, (ours, theirs)
+
+
+def test_study_writes_its_tables(tmp_path):
+    """The study end to end on a tiny configuration (no audits, no surprise): every cell is a number."""
+    import json
+
+    from audits.sp2_study import StudyConfig, markdown, run_study, write_movielens_file
+
+    path = write_movielens_file(tmp_path / "u.data", seed=3, n_users=60, n_items=50, per_user=10)
+    config = StudyConfig(factors=3, epochs=2, fine_tune_epochs=2, clusters=3)
+    result = run_study(tmp_path / "out", seed=3, ratings=path, audit_trials=0, config=config, surprise=False,
+                       sbm_users=60, ablation_epochs=(0, 2), log=lambda m: None)
+    saved = json.loads((tmp_path / "out" / "sp2_study.json").read_text())
+    assert saved["worlds"].keys() == {"sbm_stars", "ratings_file"}
+    for world in saved["worlds"].values():
+        assert len(world["allocations"]) == 8
+        for row in world["allocations"].values():
+            for method in ("only_public", "naive", "clustering", "joint", "joint_only_public"):
+                assert 0 < row[method]["rmse"] < 5 and 0 < row[method]["ndcg10"] <= 1
+            # zero fine-tuning epochs leave the public model: the naive ablation's 0 is only_public
+            assert row["naive_by_fine_tune_epochs"]["0"] == pytest.approx(row["only_public"]["rmse"])
+    assert "| H2 (1.0, 5.0) |" in markdown(result)
