@@ -139,8 +139,9 @@ def verdict_sentence(report: dict) -> str:
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
+    scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
     return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
-            f"per {claim['unit']}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
+            f"per {claim['unit']}{scope}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
             f"confidence (ceiling {ceiling}): {report['verdict']}.")
 
 
