@@ -279,7 +279,7 @@ def _rank_within(groups: np.ndarray, rng: np.random.Generator | None) -> np.ndar
 
 
 def fine_tune(aux: AuxData, user_factors: np.ndarray, user_bias: np.ndarray, users, items, ratings,
-              rng: np.random.Generator, *, epochs: int = 20, lr: float = 0.005, reg: float = 0.02,
+              rng: np.random.Generator | None, *, epochs: int = 20, lr: float = 0.005, reg: float = 0.02,
               shuffle: bool = True) -> DeviceModel:
     """Every user's on-device SGD over its own (private) ratings, batched over users (Algorithms 1 and 2).
 
@@ -423,7 +423,10 @@ class SP2(Protocol):
         return np.ones((len(users), users.n_items), bool)
 
     def respond(self, users, queries, published, carried, rng):
-        """The message the server sees: the public ratings (dense row) and the fetch request."""
+        """The message the server sees: the public ratings and the fetch request, one dense row of 2·items per user.
+
+        (Dense rows keep the ``messages`` view a plain array; SP2 worlds in audits are small.)
+        """
         public, _ = split_public_private(users)
         return np.hstack([public.toarray(), self.fetch(users).astype(float)]), None
 
@@ -466,11 +469,10 @@ class SP2(Protocol):
             return np.zeros((n, self.factors + 1))
         k = aux.slot_factors.shape[1]
         pu, bu = np.zeros((n, k)), np.zeros(n)
-        rng = np.random.default_rng(0)  # the device's own order of visits; no privacy role
         for part in split_public_private(users):
             coo = sparse.coo_array(part)
-            device = fine_tune(aux, pu, bu, coo.row, coo.col, coo.data, rng, epochs=self.fine_tune_epochs,
-                               lr=self.learning_rate, reg=self.regularization)
+            device = fine_tune(aux, pu, bu, coo.row, coo.col, coo.data, None, epochs=self.fine_tune_epochs,
+                               lr=self.learning_rate, reg=self.regularization, shuffle=False)
             pu, bu = device.user_factors, device.user_bias
         return np.hstack([bu[:, None], pu])
 
