@@ -267,7 +267,6 @@ class PrivateReplace(NeighbourPolicy):
     def rows_for_runs(self, population, catalogue, n, rng):
         _, users = population.sample_users(n, catalogue, rng)
         ratings, private = users.ratings.toarray(), users.private_mask.toarray()
-        n_items = ratings.shape[1]
         top = float(np.max(ratings, initial=1.0))
         rows0, rows1, priv0, priv1 = ratings.copy(), ratings.copy(), private.copy(), np.zeros_like(private)
         for u in range(n):

@@ -302,3 +302,15 @@ def test_study_writes_its_tables(tmp_path):
             # zero fine-tuning epochs leave the public model: the naive ablation's 0 is only_public
             assert row["naive_by_fine_tune_epochs"]["0"] == pytest.approx(row["only_public"]["rmse"])
     assert "| H2 (1.0, 5.0) |" in markdown(result)
+
+
+@pytest.mark.slow
+def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
+    """943 users x 80 ratings (MovieLens-100K's scale), mean RMSE over three seeds each: within 2 %."""
+    pytest.importorskip("surprise", reason="scikit-surprise is not installed (pip install -e '.[test]')")
+    from audits.sp2_study import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
+
+    split = file_split(write_movielens_file(tmp_path / "u.data", seed=9), seed=9)
+    ours = np.mean([ours_rmse(split, StudyConfig(), s) for s in range(3)])
+    theirs = np.mean([surprise_rmse(split, StudyConfig(), s) for s in range(3)])
+    assert abs(ours - theirs) / theirs < 0.02, (ours, theirs)
