@@ -314,3 +314,20 @@ def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
     ours = np.mean([ours_rmse(split, StudyConfig(), s) for s in range(3)])
     theirs = np.mean([surprise_rmse(split, StudyConfig(), s) for s in range(3)])
     assert abs(ours - theirs) / theirs < 0.02, (ours, theirs)
+
+
+@pytest.mark.parametrize("name,verdict", [("sp2.yaml", "consistent"), ("sp2-leaky.yaml", "violated")])
+def test_one_run_audit_of_canaries_agrees(name, verdict):
+    """The same claims audited by 200 canaries inside one run (Steinke et al.): the leaky fetch log ranks every
+    canary right (ε_LB at the ceiling); the full download ties every score, so no guess beats chance."""
+    from audits.io.scenario import load_scenario
+    from audits.runner import run_scenario
+    from tests.conftest import SCENARIOS
+
+    scenario = load_scenario(SCENARIOS / name)
+    audit = scenario.audit.model_copy(update={"design": "one_run", "method": "one-run", "trials": 200})
+    result = run_scenario(scenario.model_copy(update={"audit": audit}), executor_kind="serial")
+    assert result.design == "one_run" and result.tests[0].worlds is not None
+    assert result.verdict == verdict
+    bound = result.tests[0].bound
+    assert bound.epsilon_lb == (pytest.approx(bound.ceiling) if verdict == "violated" else 0.0)
