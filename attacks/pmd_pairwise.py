@@ -16,7 +16,8 @@ from .pmc_sign import item_means_of, message_rows
 @dataclass
 class PmdPairwiseAttack(Attack):
     """Reads the messages view. ``reconstruct``: the centred candidate ``a = x − μ``, whose products
-    ``sign(a_i a_j)`` guess ``sign((r_i − μ_i)(r_j − μ_j))``.
+    ``sign(a_i a_j)`` guess ``sign((r_i − μ_i)(r_j − μ_j))``; given the public ``Σ``, the candidate
+    smoothed by it, ``a Σ`` (its noise off the model's item subspace damped).
 
     Distinguishing score: ``(a·r₁')² / ‖r₁'‖² − (a·r₀')² / ‖r₀'‖²`` over the rated
     items (``r_b' = r_b − μ`` in world b): PMD picks candidates aligned with ±r'.
@@ -26,8 +27,9 @@ class PmdPairwiseAttack(Attack):
     views = ("messages",)
 
     @staticmethod
-    def reconstruct(messages: np.ndarray, mu: np.ndarray) -> np.ndarray:
-        return messages - mu
+    def reconstruct(messages: np.ndarray, mu: np.ndarray, sigma: np.ndarray | None = None) -> np.ndarray:
+        a = messages - mu
+        return a if sigma is None else a @ sigma
 
     def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":

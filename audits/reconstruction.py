@@ -120,8 +120,11 @@ def pmc_sign(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array, pr
 
 
 def pmd_pairwise(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array,
-                 public_sigma: np.ndarray) -> ReconstructionResult:
+                 public_sigma: np.ndarray, smooth: bool = False) -> ReconstructionResult:
     """``sign((r_i − μ_i)(r_j − μ_j))`` over pairs of rated items; prior: ``sign(Σ_ij)`` of the public model.
+
+    ``smooth``: the attack guesses from the candidate smoothed by the public ``Σ``
+    (``PmdPairwiseAttack.reconstruct(..., sigma)``), else from the raw candidate.
 
     Agreeing pairs are counted in closed form: with ``z_i = t_i g_i`` (truth
     and guess signs), pairs agree when ``z_i z_j = 1``: ``C(p, 2) + C(q, 2)``
@@ -133,14 +136,15 @@ def pmd_pairwise(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array
     pairs = n_valid * (n_valid - 1) / 2
     keep = pairs > 0
     truth, n_valid, pairs = truth[keep], n_valid[keep], pairs[keep]
-    z = truth * np.sign(PmdPairwiseAttack.reconstruct(messages[keep], mu))
+    z = truth * np.sign(PmdPairwiseAttack.reconstruct(messages[keep], mu, public_sigma if smooth else None))
     plus, minus = np.sum(z > 0, axis=1), np.sum(z < 0, axis=1)
     attack = (plus * (plus - 1) / 2 + minus * (minus - 1) / 2) / pairs
     s = np.sign(public_sigma)
     quad = np.einsum("ni,ij,nj->n", truth, s, truth) - np.einsum("ni,i->n", truth ** 2, np.diag(s))
     # Σ_{i<j} [s_ij t_i t_j = 1] = (#pairs + Σ_{i<j} s_ij t_i t_j)/2 when s_ij ≠ 0 (0 counts as half right)
     prior = (pairs + quad / 2) / (2 * pairs)
-    return versus_prior("pmd_pairwise", "sign((r_i - mu_i)(r_j - mu_j)) over rated pairs", attack, prior, pairs)
+    name = "pmd_pairwise" + ("_smoothed" if smooth else "")
+    return versus_prior(name, "sign((r_i - mu_i)(r_j - mu_j)) over rated pairs", attack, prior, pairs)
 
 
 def pmd_coordinate(messages: np.ndarray, ratings: sparse.csr_array, prior_mode: np.ndarray) -> ReconstructionResult:

@@ -410,7 +410,8 @@ class XinJaakkolaLaplace(XinJaakkola):
         return self.span / self.epsilon
 
     def privacy_event(self, answers: int = 1):
-        return LaplaceRelease(self.scale, sensitivity=self.n_items * self.span, count=answers)
+        # n_items coordinates of sensitivity Δ each (composed: the accountant is fast on this form)
+        return LaplaceRelease(self.scale, sensitivity=self.span, count=self.n_items * answers)
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         return Protocol.claim_for(self, answers)
