@@ -202,3 +202,31 @@ def test_laplace_messages_are_the_completed_vector_plus_noise_of_the_published_s
     noise = lap.messages(private, state.model, np.random.default_rng(13)) - lap.completed(private, state.model)
     # Kolmogorov–Smirnov against Laplace(0, 2): false failure 1e-6 at this fixed seed's level
     assert stats.kstest(noise.ravel(), "laplace", args=(0.0, lap.scale)).pvalue > 1e-6
+
+
+def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path, write_scenario):
+    """A smaller copy of scenarios/xin-jaakkola.yaml: pairs leak, single coordinates do not.
+
+    One-run bounds at 97.5 % each (Holm family of 2); a single coordinate of PMD is exactly
+    uniform in both worlds, so its bound exceeds 0 with probability <= 2.5 %: the check on it
+    is the weaker "below the pairwise bound", which fails only if both err.
+    """
+    import yaml
+
+    from audits.io.report import write_reports
+    from audits.io.scenario import load_scenario
+    from audits.runner import run_scenario
+    from tests.conftest import SCENARIOS
+
+    data = yaml.safe_load((SCENARIOS / "xin-jaakkola.yaml").read_text())
+    data["churn"].update(horizon=4.0, release_interval=2.0)
+    data["audit"]["trials"] = 400
+    result = run_scenario(load_scenario(write_scenario(data)))
+    report = write_reports(result, tmp_path / "out")
+    assert report["verdict"] == "no_claim" and report["claim"]["epsilon"] is None
+    tests = {t["attack"]: t for t in report["tests"]}
+    assert all(t["verdict"] == "no_claim" for t in tests.values())
+    assert tests["pmd_pairwise"]["epsilon_lb"] > 1.0 and tests["pmd_pairwise"]["p_value"] < 1e-6
+    assert tests["pmd_coordinate"]["epsilon_lb"] < tests["pmd_pairwise"]["epsilon_lb"]
+    assert "no privacy claim" in report["summary"]
+    assert "no_claim" in (tmp_path / "out" / "report.html").read_text()
