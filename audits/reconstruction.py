@@ -102,6 +102,7 @@ def pmc_sign(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array, pr
     """``sign(r − μ)`` on each user's rated items (ratings equal to μ left out), up to the global sign.
 
     The prior's guess gets the same global-sign freedom, so the comparison is fair.
+    A guess of 0 (no information, e.g. a message of zeros) counts as half right.
     """
     dense, rated = _rated_dense(ratings)
     truth = np.where(rated, np.sign(dense - mu), 0.0)
@@ -111,7 +112,7 @@ def pmc_sign(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array, pr
     count = scored.sum(axis=1)
 
     def accuracy(guess):
-        agree = np.sum((guess == truth) & scored, axis=1) / np.maximum(count, 1)
+        agree = np.sum(((guess == truth) + 0.5 * (guess == 0)) * scored, axis=1) / np.maximum(count, 1)
         return np.maximum(agree, 1 - agree)
 
     guess = PmcSignAttack.reconstruct(messages[keep])

@@ -230,3 +230,28 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     assert tests["pmd_coordinate"]["epsilon_lb"] < tests["pmd_pairwise"]["epsilon_lb"]
     assert "no privacy claim" in report["summary"]
     assert "no_claim" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_study_command_on_a_generated_movielens_file(tmp_path):
+    """The study end to end, small: a ratings.csv written here, both worlds, every mechanism, both tables."""
+    import json
+
+    from audits import xj_study
+    from simulator.ratings import write_population_file
+
+    path = write_population_file(tmp_path / "ratings.csv", xj_study.file_population(60, 5), 500, seed=5,
+                                 format="ratings_csv")
+    assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "100",
+                          "--trials", "300", "--items", "60", "--replicates", "2"]) == 0
+    result = json.loads((tmp_path / "out" / "xj_study.json").read_text())
+    assert [w["name"].split()[0] for w in result["worlds"]] == ["star", "ratings"]
+    for world in result["worlds"]:
+        rows = {r["mechanism"]: r for r in world["rows"]}
+        assert set(rows) == {m[0] for m in xj_study.MECHANISMS}
+        assert all(0 < r["rmse"] < 4 and 0 < r["ndcg10"] <= 1 for r in rows.values())
+        assert rows["PMC"]["reconstruction"]["pmc_sign"]["attack_accuracy"] >= 0.99
+        pmd = rows["PMD"]["distinguishing"]
+        assert pmd["pmd_coordinate"]["epsilon_lb"] < pmd["pmd_pairwise"]["epsilon_lb"]
+        assert rows["public only"]["rmse_curve"]["0"] == rows["PMD"]["rmse_curve"]["0"]  # same public model
+        assert len(world["orderings"]) == len(xj_study.ORDERINGS)
+    assert "RMSE mean" in (tmp_path / "out" / "xj_study.md").read_text()
