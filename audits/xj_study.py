@@ -246,13 +246,13 @@ def choose_ridge(world: World, rng: np.random.Generator) -> float:
 
 
 def study_world(world: World, trials: int, seed: int, report=print, leakage: bool = True,
-                ridge: float | None = None) -> list[dict]:
+                ridge: float | None = None, mechanisms=MECHANISMS) -> list[dict]:
     n_private = len(world.private)
     if ridge is None:
         ridge = choose_ridge(world, stream(np.random.SeedSequence(seed), "ridge"))
     checkpoints = sorted({n_private // 4, n_private // 2, n_private})
     rows = []
-    for label, factory, attacks, kinds in MECHANISMS:
+    for label, factory, attacks, kinds in mechanisms:
         started = time.time()
         mech = factory(world.public.n_items)
         mech.levels, mech.ridge = sorted(world.levels), ridge

@@ -232,6 +232,26 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     assert "no_claim" in (tmp_path / "out" / "report.html").read_text()
 
 
+def test_study_on_a_generated_movielens_file(tmp_path):
+    """The study's per-world step on a u.data file written here (Laplace ε = 5 left out: its accountant
+    PLD alone takes seconds)."""
+    from audits import xj_study
+    from simulator.ratings import write_population_file
+
+    path = write_population_file(tmp_path / "u.data", xj_study.file_population(40, 6), 450, seed=6, format="udata")
+    world = xj_study.file_world(path, 60, seed=6)
+    chosen = [m for m in xj_study.MECHANISMS if m[0] in ("public only", "PMD", "PMC", "Laplace eps=1")]
+    rows = {r["mechanism"]: r for r in xj_study.study_world(world, 200, 6, report=lambda _: None,
+                                                            mechanisms=chosen)}
+    assert set(rows) == {m[0] for m in chosen} and rows["Laplace eps=1"]["claim_epsilon"] > 0
+    assert rows["public only"]["ridge"] in xj_study.RIDGE_GRID
+    assert rows["PMC"]["reconstruction"]["pmc_sign"]["attack_accuracy"] >= 0.99
+    pmd = rows["PMD"]["distinguishing"]
+    assert pmd["pmd_coordinate"]["epsilon_lb"] < pmd["pmd_pairwise"]["epsilon_lb"]
+    assert rows["PMD"]["reconstruction"]["pmd_pairwise"]["p_value"] < 1e-6
+
+
+@pytest.mark.slow
 def test_study_command_on_a_generated_movielens_file(tmp_path):
     """The study end to end, small: a ratings.csv written here, both worlds, every mechanism, both tables."""
     import json
@@ -239,10 +259,10 @@ def test_study_command_on_a_generated_movielens_file(tmp_path):
     from audits import xj_study
     from simulator.ratings import write_population_file
 
-    path = write_population_file(tmp_path / "ratings.csv", xj_study.file_population(60, 5), 500, seed=5,
+    path = write_population_file(tmp_path / "ratings.csv", xj_study.file_population(40, 5), 450, seed=5,
                                  format="ratings_csv")
-    assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "100",
-                          "--trials", "300", "--items", "60", "--replicates", "2"]) == 0
+    assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "60",
+                          "--trials", "200", "--items", "40", "--replicates", "1"]) == 0
     result = json.loads((tmp_path / "out" / "xj_study.json").read_text())
     assert [w["name"].split()[0] for w in result["worlds"]] == ["star", "ratings"]
     for world in result["worlds"]:
