@@ -67,6 +67,7 @@ MECHANISMS = [
     ("PMD", lambda m: XinJaakkola(response="pmd"), ["pmd_pairwise", "pmd_coordinate"],
      ["pairwise", "pairwise_smoothed", "coordinate"]),
     ("PMC", lambda m: XinJaakkola(response="pmc"), ["pmc_sign"], ["sign"]),
+    ("PMC rated-only", lambda m: XinJaakkola(response="pmc", pmc_support="rated"), ["pmc_sign"], ["sign"]),
     ("SSLP eps=5", lambda m: XinJaakkola(response="sslp", sslp_epsilon=5.0), ["pmc_sign"], ["sign"]),
     ("Laplace eps=5", lambda m: XinJaakkolaLaplace(epsilon=5.0, n_items=m), ["laplace_posterior"], ["posterior"]),
     ("Laplace eps=1", lambda m: XinJaakkolaLaplace(epsilon=1.0, n_items=m), ["laplace_posterior"], ["posterior"]),

@@ -145,6 +145,17 @@ def test_pmc_releases_the_sign_up_to_one_global_sign():
     assert 200 < np.sum(flips[:, 0] > 0) < 300  # the global sign is a fair coin (|z| < 4.5: p < 1e-5)
 
 
+def test_pmc_rated_variant_releases_only_the_rated_signs():
+    from mechanisms.xin_jaakkola import pmc_rated_response
+
+    ratings = sparse.csr_array(np.array([[5.0, 0, 1.0, 4.0], [0, 2.0, 0, 0]]))
+    mu = np.full(4, 3.0)
+    out = pmc_rated_response(ratings, mu, np.random.default_rng(0))
+    h0 = (2 + 2 + 1) / 3
+    assert np.allclose(np.abs(out[0]), [h0, 0, h0, h0]) and np.allclose(np.abs(out[1]), [0, 1, 0, 0])
+    assert abs(np.sign(out[0]) @ np.array([1, 0, -1, 1])) == 3 and out[1, 1] != 0
+
+
 def test_pmc_sign_recovery_on_the_blockmodel():
     pop, catalogue, rows = users(400, n_items=80, w=25, seed=9)
     mech = XinJaakkola(response="pmc", public_users=100)
@@ -230,6 +241,11 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     assert tests["pmd_coordinate"]["epsilon_lb"] < tests["pmd_pairwise"]["epsilon_lb"]
     assert "no privacy claim" in report["summary"]
     assert "no_claim" in (tmp_path / "out" / "report.html").read_text()
+    from audits.runner import result_from_run_dir
+
+    rebuilt = result_from_run_dir(tmp_path / "out")  # recaudit report: the null epsilon read back as no claim
+    assert rebuilt.verdict == "no_claim" and not rebuilt.claim.promises
+    assert [t.estimate.epsilon_lb for t in rebuilt.tests] == [t["epsilon_lb"] for t in report["tests"]]
 
 
 def test_study_on_a_generated_movielens_file(tmp_path):
