@@ -24,6 +24,9 @@ and 200 evaluation users, each with 10 ratings held out. For every mechanism:
 could: on the public users alone (20 % of each public user's ratings held
 out, public-only EM for each value of ``RIDGE_GRID``, the lowest held-out
 RMSE wins), then used by every mechanism (``--ridge`` fixes it instead).
+The Laplace baseline's private weight is chosen the same way from
+``LAPLACE_WEIGHTS`` (the paper: "determined by cross validation"); the
+others use ½.
 Utility is repeated over ``--replicates`` seeds (new blockmodel users; a new
 split of the file's users) and reported as mean ± sd, with how often each
 of the paper's orderings held; leakage comes from the first replicate.
@@ -57,6 +60,7 @@ from .stats.bounds import split_epsilon_bound
 
 PUBLIC, EVALUATION, HELD_OUT, BATCH = 100, 200, 10, 20
 RIDGE_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
+LAPLACE_WEIGHTS = (0.5, 0.1, 0.02)  # private weights tried for the Laplace baseline
 HI, LO = [0.02, 0.05, 0.13, 0.35, 0.45], [0.45, 0.35, 0.13, 0.05, 0.02]
 
 #: (label, mechanism factory, distinguishing attacks, reconstructions)
@@ -228,22 +232,46 @@ def reconstructions(kinds: list[str], mech, model, public_model, world: World, m
     return out
 
 
-def choose_ridge(world: World, rng: np.random.Generator) -> float:
-    """λ' with the lowest RMSE on held-out public ratings, public-only EM (public data only)."""
+def public_validation(world: World, rng: np.random.Generator):
+    """The public users' ratings with 20 % held out (users keep at least 3): (training rows, held-out triples)."""
     counts = np.diff(world.public.ratings.indptr)
     r = world.public.ratings.tocoo()
-    held = rng.random(r.nnz) < 0.2
-    held &= counts[r.row] > 2
+    held = (rng.random(r.nnz) < 0.2) & (counts[r.row] > 2)
     train = UserBatch.from_coo(r.row[~held], r.col[~held], r.data[~held], r.data[~held] >= max(world.levels),
                                r.shape)
+    return train, (r.row[held], r.col[held], r.data[held])
+
+
+def _validation_rmse(mech, model, train: UserBatch, held) -> float:
+    users, items, actual = held
+    return rmse(model.predict(train.ratings, mech.ridge, mech.level_array)[users, items], actual)
+
+
+def choose_ridge(world: World, rng: np.random.Generator) -> float:
+    """λ' with the lowest RMSE on held-out public ratings, public-only EM (public data only)."""
+    train, held = public_validation(world, rng)
     errors = []
     for ridge in RIDGE_GRID:
         mech = XinJaakkola(response="none", ridge=ridge)
         mech.levels = sorted(world.levels)
-        state = mech.init_public(mech.init_state(WorldInfo(r.shape[1], 0, 1)), train)
-        pred = state.model.predict(train.ratings, ridge, mech.level_array)[r.row[held], r.col[held]]
-        errors.append(rmse(pred, r.data[held]))
+        state = mech.init_public(mech.init_state(WorldInfo(train.n_items, 0, 1)), train)
+        errors.append(_validation_rmse(mech, state.model, train, held))
     return float(RIDGE_GRID[int(np.argmin(errors))])
+
+
+def choose_weight(mech, world: World, rng: np.random.Generator) -> float:
+    """The private weight with the lowest RMSE on held-out public ratings after every private user.
+
+    The paper's Laplace baseline: "a smaller weight ... determined by cross validation".
+    """
+    train, held = public_validation(world, rng)
+    validation = World(world.name, train, world.private, world.train, world.test, world.levels, world.pairs_from)
+    errors = []
+    for weight in LAPLACE_WEIGHTS:
+        mech.private_weight = weight
+        state, _, _ = serve(mech, validation, np.random.default_rng(rng.integers(2 ** 32)), [])
+        errors.append(_validation_rmse(mech, state.model, train, held))
+    return float(LAPLACE_WEIGHTS[int(np.argmin(errors))])
 
 
 def study_world(world: World, trials: int, seed: int, report=print, leakage: bool = True,
@@ -257,9 +285,12 @@ def study_world(world: World, trials: int, seed: int, report=print, leakage: boo
         started = time.time()
         mech = factory(world.public.n_items)
         mech.levels, mech.ridge = sorted(world.levels), ridge
+        if mech.response == "laplace":
+            mech.private_weight = choose_weight(mech, world, stream(np.random.SeedSequence(seed), "weight", label))
         rng = stream(np.random.SeedSequence(seed), "study", label)
         state, models, messages = serve(mech, world, rng, checkpoints)
         row = {"mechanism": label, "kind": mech.name, "response": mech.response, "ridge": ridge,
+               "private_weight": mech.private_weight,
                "claim_epsilon": mech.claim.epsilon if mech.claim.promises else None,
                **utility(mech, state.model, world),
                "rmse_curve": {str(k): utility(mech, m, world)["rmse"] for k, m in sorted(models.items())},
@@ -292,13 +323,13 @@ def markdown(result: dict) -> str:
              "attack accuracy vs the public prior's, exact one-sided sign test over users.", ""]
     for world in result["worlds"]:
         lines += [f"## {world['name']}", "",
-                  "| mechanism | claim ε | RMSE | NDCG@10 | RMSE vs private users | ε_LB per attack | "
+                  "| mechanism | claim ε | weight | RMSE | NDCG@10 | RMSE vs private users | ε_LB per attack | "
                   "reconstruction: attack vs prior (p) |",
-                  "|---|---:|---:|---:|---|---|---|"]
+                  "|---|---:|---:|---:|---:|---|---|---|"]
         for r in world["rows"]:
             curve = ", ".join(f"{k}: {v:.4f}" for k, v in r["rmse_curve"].items())
             claim = "none" if r["claim_epsilon"] is None else f"{r['claim_epsilon']:.3g}"
-            lines.append(f"| {r['mechanism']} | {claim} | {r['rmse']:.4f} | {r['ndcg10']:.4f} | {curve} | "
+            lines.append(f"| {r['mechanism']} | {claim} | {r['private_weight']:g} | {r['rmse']:.4f} | {r['ndcg10']:.4f} | {curve} | "
                          f"{_eps(r['distinguishing'])} | {_rec(r['reconstruction'])} |")
         reps = world["replicates"]
         ridges = sorted({rep[0]["ridge"] for rep in reps})
