@@ -1,7 +1,6 @@
 """Reconstruction attacks and their audit against the public prior (audits/reconstruction.py)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

@@ -9,7 +9,7 @@ import scipy.linalg
 from scipy import sparse, stats
 
 from audits import reconstruction
-from mechanisms import MECHANISMS, PrivacyClaim, UserBatch, WorldInfo
+from mechanisms import MECHANISMS, PrivacyClaim, WorldInfo
 from mechanisms.xin_jaakkola import (XinJaakkola, XinJaakkolaLaplace, complete, fit_em, item_means, m_step,
                                      pmc_response, pmd_candidates, pmd_objective, psd_sqrt)
 from simulator.churn import Churn, simulate
