@@ -11,6 +11,7 @@ from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
                           PrivateFrankWolfeNoProjection)
 from .projected_gradient import PrivateProjectedGradient
+from .xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 
 MECHANISMS: dict[str, type[Protocol]] = {
     "maxsense": MaxSense,
@@ -29,6 +30,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "private_projected_gradient": PrivateProjectedGradient,
     "mcsherry_mironov": McSherryMironov,
     "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
+    "xin_jaakkola": XinJaakkola,
+    "xin_jaakkola_laplace": XinJaakkolaLaplace,
 }
 
 
@@ -44,4 +47,4 @@ __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "Para
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
-           "PrivateProjectedGradient"]
+           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace"]
