@@ -1,7 +1,13 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
+from .dinur_nissim import DinurNissimAttack
+from .laplace_posterior import LaplacePosteriorAttack
 from .likelihood_ratio import LikelihoodRatioAttack
+from .pmc_sign import PmcSignAttack
+from .pmd_coordinate import PmdCoordinateAttack
+from .pmd_pairwise import PmdPairwiseAttack
+from .sigma_tilt import SigmaTiltAttack
 from .sketch_agreement import SketchAgreementAttack
 from .sp2_server_view import SP2ServerViewAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
@@ -11,6 +17,12 @@ ATTACKS: dict[str, type[Attack]] = {
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
+    "pmc_sign": PmcSignAttack,
+    "pmd_pairwise": PmdPairwiseAttack,
+    "pmd_coordinate": PmdCoordinateAttack,
+    "laplace_posterior": LaplacePosteriorAttack,
+    "dinur_nissim": DinurNissimAttack,
+    "sigma_tilt": SigmaTiltAttack,
     "sp2_server_view": SP2ServerViewAttack,
     **OUTPUT_ATTACKS,
 }

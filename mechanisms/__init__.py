@@ -11,6 +11,7 @@ from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
                           PrivateFrankWolfeNoProjection)
 from .projected_gradient import PrivateProjectedGradient
+from .xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from .sp2 import SP2, SP2LeakyDownload
 
 MECHANISMS: dict[str, type[Protocol]] = {
@@ -30,6 +31,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "private_projected_gradient": PrivateProjectedGradient,
     "mcsherry_mironov": McSherryMironov,
     "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
+    "xin_jaakkola": XinJaakkola,
+    "xin_jaakkola_laplace": XinJaakkolaLaplace,
     "sp2": SP2,
     "sp2_leaky_download": SP2LeakyDownload,
 }
@@ -47,4 +50,4 @@ __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "Para
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
-           "PrivateProjectedGradient", "SP2", "SP2LeakyDownload"]
+           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "SP2", "SP2LeakyDownload"]
