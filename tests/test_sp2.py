@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from mechanisms import UserBatch, WorldInfo
+from mechanisms import UserBatch
 from mechanisms.sp2 import (SP2, AuxData, SP2LeakyDownload, allocate_private, clustering_aux, fine_tune,
                             fit_biased_mf, fit_joint_mf, joint_aux, naive_aux, rating_gradients,
                             split_public_private, truncate_weights)
@@ -13,7 +13,6 @@ from simulator.engine import Inserted, run_protocol
 from simulator.churn import Churn
 from simulator.neighbours import PAIR_POLICIES, PairError, policy_for
 from simulator.population import SelectiveStarSBMPopulation, StarSBMPopulation
-from simulator.seeds import stream
 
 STARS = [[[0.05, 0.05, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.05, 0.05]],
          [[0.4, 0.3, 0.2, 0.05, 0.05], [0.05, 0.05, 0.2, 0.3, 0.4]]]
