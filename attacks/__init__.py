@@ -1,12 +1,14 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
+from .differencing import DifferencingAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
+    "differencing": DifferencingAttack,
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
@@ -22,5 +24,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "HistogramAttack", "LikelihoodRatioAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "DifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
            "LogisticAttack", "OutputAttack", "get_attack"]
