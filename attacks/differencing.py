@@ -15,6 +15,15 @@ uses every release). Before the first release the server's published state
 is the empty sum (zero), which is what a target arriving at the first tick is
 compared with. Averaging is what a server re-drawing independent noise per
 release cannot survive; a tree-structured server's releases share noise.
+
+``noise_aware: true`` weighs the releases as the noise they carry is public
+(``release_noise_covariance`` of the mechanism: σ and the schedule): the
+generalised-least-squares estimate of the jump at the arrival in
+``r_t = c + θ·[t ≥ arrival] + noise``, ``r_t`` each release's projection —
+still a difference (the unknown level ``c`` cancels), and the most powerful
+linear one. Against the tree it recovers the target's released nodes (e.g.
+``R_9 − R_8`` is the leaf of tick 9); against the naive server it is the
+difference of means.
 """
 from __future__ import annotations
 
@@ -32,34 +41,46 @@ from .base import Attack
 from .subspace_alignment import _directions
 
 
-def _covariances(releases) -> tuple[np.ndarray, np.ndarray]:
-    """Release times and published matrices (releases x items x items) of one run."""
+def _covariances(releases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Release times, ticks and published matrices (releases x items x items) of one run."""
     try:
         matrices = np.stack([np.asarray(r.item_labels["covariance"]) for r in releases])
+        ticks = np.array([int(r.item_labels["tick"]) for r in releases])
     except (TypeError, KeyError, IndexError):
         raise ValueError("attack differencing reads releases that publish a 'covariance' matrix "
                          "(mechanisms continual_covariance_*)") from None
-    return np.array([r.time for r in releases]), matrices
+    return np.array([r.time for r in releases]), ticks, matrices
 
 
 @dataclass
 class DifferencingAttack(Attack):
-    """Mean release after the target's arrival minus mean release before it, projected on the pair's difference."""
+    """Releases after the target's arrival minus releases before it, projected on the pair's difference."""
 
     name = "differencing"
     views = ("releases",)
-    #: releases averaged on each side of the arrival (None: all of them)
+    #: releases used on each side of the arrival (None: all of them)
     window: Annotated[int, Ge(1)] | None = None
+    #: weigh releases by the mechanism's public noise covariance (GLS) instead of averaging each side
+    noise_aware: bool = False
 
-    def difference(self, times: np.ndarray, matrices: np.ndarray, arrival: float) -> np.ndarray:
-        """Mean of the (up to ``window``) releases from ``arrival`` on, minus the mean of those before it."""
-        after, before = matrices[times >= arrival], matrices[times < arrival]
-        if after.shape[0] == 0:
+    def jump(self, mechanism, times: np.ndarray, ticks: np.ndarray, projections: np.ndarray,
+             arrival: float) -> float:
+        """The estimated jump of the releases' projections at ``arrival``."""
+        after = times >= arrival
+        if not after.any():
             raise ValueError(f"no release after the target's arrival at t={arrival:g}")
         if self.window is not None:
-            after, before = after[:self.window], before[before.shape[0] - min(self.window, before.shape[0]):]
-        base = before.mean(axis=0) if before.shape[0] else np.zeros_like(after[0])
-        return after.mean(axis=0) - base
+            keep = np.zeros(times.size, bool)
+            keep[np.flatnonzero(after)[:self.window]] = True
+            keep[np.flatnonzero(~after)[-self.window:]] = True
+            times, ticks, projections, after = times[keep], ticks[keep], projections[keep], after[keep]
+        if not self.noise_aware:
+            base = projections[~after].mean() if (~after).any() else 0.0  # before any release: the empty sum
+            return float(projections[after].mean() - base)
+        design = np.column_stack([np.ones(times.size), after]) if (~after).any() else after[:, None] * 1.0
+        covariance = mechanism.release_noise_covariance(ticks)
+        weighted = np.linalg.solve(covariance, design)
+        return float(np.linalg.solve(design.T @ weighted, weighted.T @ projections)[-1])
 
     def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":
@@ -68,22 +89,21 @@ class DifferencingAttack(Attack):
             raise ValueError(f"attack {self.name} needs the audited users' arrival times in the view")
         x0, x1 = _directions(pair)
         if view.audited is not None:  # canaries of one run
-            times, matrices = _covariances(view.releases[0])
-            arrivals = view.arrival[0]
-            return np.array([_tilt(self.difference(times, matrices, a), x0[i], x1[i])
-                             for i, a in enumerate(arrivals)])
+            times, ticks, matrices = _covariances(view.releases[0])
+            return np.array([self.jump(mechanism, times, ticks, _projections(matrices, x0[i], x1[i]), a)
+                             for i, a in enumerate(view.arrival[0])])
         scores = []
         for i, (releases, arrival) in enumerate(zip(view.releases, view.arrival)):
-            times, matrices = _covariances(releases)
-            scores.append(_tilt(self.difference(times, matrices, float(arrival[0])), x0[i % len(x0)],
-                                x1[i % len(x1)]))
+            times, ticks, matrices = _covariances(releases)
+            projections = _projections(matrices, x0[i % len(x0)], x1[i % len(x1)])
+            scores.append(self.jump(mechanism, times, ticks, projections, float(arrival[0])))
         return np.array(scores)
 
 
-def _tilt(delta: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> float:
-    """``Σ_{i≤j} Δ_ij (x₁ᵢx₁ⱼ − x₀ᵢx₀ⱼ)``: the upper triangle (what symmetric noise draws independently)
-    weighted by the pair's signal there — the best linear score against i.i.d. noise on it."""
+def _projections(matrices: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """``Σ_{i≤j} M_ij (x₁ᵢx₁ⱼ − x₀ᵢx₀ⱼ)`` per matrix: the upper triangle (what symmetric noise draws
+    independently) weighted by the pair's signal there — the best linear score against i.i.d. noise on it."""
     def upper(x):
-        return 0.5 * (x @ delta @ x + np.diagonal(delta) @ (x * x))
+        return 0.5 * (np.einsum("i,tij,j->t", x, matrices, x) + np.einsum("tii,i->t", matrices, x * x))
 
-    return float(upper(x1) - upper(x0))
+    return upper(x1) - upper(x0)

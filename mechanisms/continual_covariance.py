@@ -135,6 +135,10 @@ class ContinualCovariance(Protocol):
     def estimate(self, state: CovarianceState) -> dict[str, Any]:
         return {"covariance": state.release.copy(), "tick": state.tick}
 
+    def release_noise_covariance(self, ticks) -> np.ndarray:
+        """Covariance of the noise one matrix entry gets in the releases at ``ticks`` (public: σ and the schedule)."""
+        raise NotImplementedError
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta, "ticks": self.ticks,
                 "row_bound": self.row_bound, "sigma": self.sigma, "sensitivity": self.sensitivity}
@@ -152,6 +156,10 @@ class NaiveContinualCovariance(ContinualCovariance):
     def privacy_event(self, answers: int = 1):
         """What it claims: one release per answer (the releases after it are not composed)."""
         return GaussianRelease(self.sigma, self.sensitivity, count=answers)
+
+    def release_noise_covariance(self, ticks) -> np.ndarray:
+        """Fresh noise per release: σ² I."""
+        return self.sigma ** 2 * np.eye(len(ticks))
 
     def spent_event(self, releases: int):
         """What it really publishes about a user present in ``releases`` releases (for reports)."""
@@ -178,6 +186,11 @@ class TreeContinualCovariance(ContinualCovariance):
     def privacy_event(self, answers: int = 1):
         """Each answer enters one node per level: ``levels`` Gaussian releases, composed."""
         return Composition([GaussianRelease(self.sigma, self.sensitivity)], count=self.levels * answers)
+
+    def release_noise_covariance(self, ticks) -> np.ndarray:
+        """Releases share noise through their common nodes: σ² x (nodes summed by both)."""
+        nodes = [set(nodes_summed(int(t))) for t in ticks]
+        return self.sigma ** 2 * np.array([[len(a & b) for b in nodes] for a in nodes], dtype=float)
 
     def _advance(self, state, rng) -> None:
         t, n = state.tick, state.n_items
