@@ -1,7 +1,7 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
-from .differencing import DifferencingAttack
+from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
 from .likelihood_ratio import LikelihoodRatioAttack
 from .sketch_agreement import SketchAgreementAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
@@ -9,6 +9,7 @@ from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAtt
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
     "differencing": DifferencingAttack,
+    "differencing_noise_aware": NoiseAwareDifferencingAttack,
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
@@ -24,5 +25,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "DifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "DifferencingAttack", "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
            "LogisticAttack", "OutputAttack", "get_attack"]

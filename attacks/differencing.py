@@ -16,7 +16,7 @@ is the empty sum (zero), which is what a target arriving at the first tick is
 compared with. Averaging is what a server re-drawing independent noise per
 release cannot survive; a tree-structured server's releases share noise.
 
-``noise_aware: true`` weighs the releases as the noise they carry is public
+``differencing_noise_aware`` weighs the releases as the noise they carry is public
 (``release_noise_covariance`` of the mechanism: σ and the schedule): the
 generalised-least-squares estimate of the jump at the arrival in
 ``r_t = c + θ·[t ≥ arrival] + noise``, ``r_t`` each release's projection —
@@ -28,7 +28,7 @@ difference of means.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from annotated_types import Ge
@@ -61,7 +61,7 @@ class DifferencingAttack(Attack):
     #: releases used on each side of the arrival (None: all of them)
     window: Annotated[int, Ge(1)] | None = None
     #: weigh releases by the mechanism's public noise covariance (GLS) instead of averaging each side
-    noise_aware: bool = False
+    noise_aware: ClassVar[bool] = False
 
     def jump(self, mechanism, times: np.ndarray, ticks: np.ndarray, projections: np.ndarray,
              arrival: float) -> float:
@@ -107,3 +107,11 @@ def _projections(matrices: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.nda
         return 0.5 * (np.einsum("i,tij,j->t", x, matrices, x) + np.einsum("tii,i->t", matrices, x * x))
 
     return upper(x1) - upper(x0)
+
+
+@dataclass
+class NoiseAwareDifferencingAttack(DifferencingAttack):
+    """Differencing weighted by the server's public release-noise covariance (generalised least squares)."""
+
+    name = "differencing_noise_aware"
+    noise_aware: ClassVar[bool] = True

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from attacks import DifferencingAttack
+from attacks import ATTACKS, DifferencingAttack, NoiseAwareDifferencingAttack
 from audits.io.scenario import Scenario, load_scenario
 from audits.runner import run_scenario
 from mechanisms import MECHANISMS, NaiveContinualCovariance, TreeContinualCovariance, WorldInfo
+from mechanisms.accounting import account
 from mechanisms.continual_covariance import nodes_summed, nodes_touched, tree_levels
 from simulator.neighbours import UserSupportReplace
 from simulator.population import RankOnePopulation
@@ -137,14 +138,17 @@ def test_tree_claim_is_dp_accountings_composition_of_its_node_releases(ticks):
     one = dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism(
         naive.sigma / (math.sqrt(2) * 0.7 ** 2), value_discretization_interval=2.0 ** -12)
     assert one.get_epsilon_for_delta(1e-6) == pytest.approx(naive.claim.epsilon, rel=1e-3)
-    if ticks > 1:
+    if ticks > 1:  # what it really spends on a user in every release: the accountant agrees with dp-accounting
         spent = one.self_compose(ticks).get_epsilon_for_delta(1e-6)
+        assert account(naive.spent_event(ticks), 1e-6).epsilon == pytest.approx(spent, rel=1e-3)
         assert spent > 2 * naive.claim.epsilon
 
 
-def test_both_servers_are_registered():
+def test_both_servers_and_both_attacks_are_registered():
     assert MECHANISMS["continual_covariance_naive"] is NaiveContinualCovariance
     assert MECHANISMS["continual_covariance_tree"] is TreeContinualCovariance
+    assert ATTACKS["differencing"] is DifferencingAttack
+    assert ATTACKS["differencing_noise_aware"] is NoiseAwareDifferencingAttack
 
 
 # ---------------------------------------------------------------- the differencing attack
@@ -165,14 +169,14 @@ def test_differencing_isolates_the_newcomer_from_consecutive_releases():
     assert score == pytest.approx(np.sum(np.triu(np.outer(x1, x1)) ** 2), rel=1e-12)
     # the noise-aware (GLS) jump is exact on noise-free releases, under either server's noise model
     for mechanism in (NaiveContinualCovariance(1.0, ticks=3), TreeContinualCovariance(1.0, ticks=3)):
-        aware = DifferencingAttack(noise_aware=True).scores(mechanism, pair, view)[0]
+        aware = NoiseAwareDifferencingAttack().scores(mechanism, pair, view)[0]
         assert aware == pytest.approx(score, rel=1e-9)
     # with fresh noise per release (σ² I) the GLS jump with an unknown level is the difference of means
     rng = np.random.default_rng(5)
     noisy = tuple(Release(float(t), 0, {"covariance": rng.normal(size=(6, 6)), "tick": t}) for t in range(1, 8))
     noisy_view = View("releases", releases=(noisy,), arrival=(np.array([4.0]),))
     naive = NaiveContinualCovariance(1.0, ticks=7)
-    assert DifferencingAttack(noise_aware=True).scores(naive, pair, noisy_view)[0] == pytest.approx(
+    assert NoiseAwareDifferencingAttack().scores(naive, pair, noisy_view)[0] == pytest.approx(
         DifferencingAttack().scores(naive, pair, noisy_view)[0], rel=1e-9)
     with pytest.raises(ValueError, match="covariance"):
         DifferencingAttack().scores(None, pair, View("releases", releases=((Release(1.0, 0, np.zeros(3)),),),
