@@ -31,6 +31,7 @@ Two servers share :class:`ContinualCovariance`:
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -101,8 +102,9 @@ class ContinualCovariance(Protocol):
         """L2 (Frobenius) sensitivity of one tick's increment to replacing one user's row: ``√2·L²``."""
         return math.sqrt(2.0) * self.row_bound ** 2
 
+    @abstractmethod
     def _sigma(self) -> float:
-        raise NotImplementedError
+        """The noise scale of every Gaussian draw (a node, or a release)."""
 
     def init_state(self, world: WorldInfo) -> CovarianceState:
         n = world.n_items
@@ -128,16 +130,16 @@ class ContinualCovariance(Protocol):
         state.increment = np.zeros_like(state.increment)
         return state
 
+    @abstractmethod
     def _advance(self, state: CovarianceState, rng: np.random.Generator) -> None:
         """Fold ``state.increment`` (tick ``state.tick``) in and set ``state.release``."""
-        raise NotImplementedError
 
     def estimate(self, state: CovarianceState) -> dict[str, Any]:
         return {"covariance": state.release.copy(), "tick": state.tick}
 
+    @abstractmethod
     def release_noise_covariance(self, ticks) -> np.ndarray:
         """Covariance of the noise one matrix entry gets in the releases at ``ticks`` (public: σ and the schedule)."""
-        raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta, "ticks": self.ticks,
