@@ -2,7 +2,12 @@
 from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
+from .dinur_nissim import DinurNissimAttack
+from .laplace_posterior import LaplacePosteriorAttack
 from .likelihood_ratio import LikelihoodRatioAttack
+from .pmc_sign import PmcSignAttack
+from .pmd_coordinate import PmdCoordinateAttack
+from .pmd_pairwise import PmdPairwiseAttack
 from .sketch_agreement import SketchAgreementAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
@@ -13,6 +18,11 @@ ATTACKS: dict[str, type[Attack]] = {
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
+    "pmc_sign": PmcSignAttack,
+    "pmd_pairwise": PmdPairwiseAttack,
+    "pmd_coordinate": PmdCoordinateAttack,
+    "laplace_posterior": LaplacePosteriorAttack,
+    "dinur_nissim": DinurNissimAttack,
     **OUTPUT_ATTACKS,
 }
 

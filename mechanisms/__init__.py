@@ -12,6 +12,7 @@ from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
                           PrivateFrankWolfeNoProjection)
 from .projected_gradient import PrivateProjectedGradient
+from .xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 
 MECHANISMS: dict[str, type[Protocol]] = {
     "maxsense": MaxSense,
@@ -32,6 +33,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
     "continual_covariance_naive": NaiveContinualCovariance,
     "continual_covariance_tree": TreeContinualCovariance,
+    "xin_jaakkola": XinJaakkola,
+    "xin_jaakkola_laplace": XinJaakkolaLaplace,
 }
 
 
@@ -47,4 +50,5 @@ __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "Para
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
-           "PrivateProjectedGradient", "NaiveContinualCovariance", "TreeContinualCovariance"]
+           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "NaiveContinualCovariance",
+           "TreeContinualCovariance"]

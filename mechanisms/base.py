@@ -155,6 +155,14 @@ class Protocol(ABC):
     def init_state(self, world: "WorldInfo") -> Any:
         """The server's state before any user answered."""
 
+    def public_panel(self) -> int:
+        """Users the server holds in the clear before any round (a panel drawn from the population; 0: none)."""
+        return 0
+
+    def init_public(self, state: Any, rows: UserBatch) -> Any:
+        """Fold the public panel's rows (drawn by the engine from the world's stream "public") into the state."""
+        return state
+
     def broadcast(self, state: Any) -> Any:
         """What the server publishes to everyone at the start of a round (None: nothing)."""
         return None

@@ -1,6 +1,7 @@
 """What a mechanism promises: the privacy claim and the view of the adversary it protects."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -37,6 +38,20 @@ class PrivacyClaim:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
         if not 0.0 <= self.delta < 1.0:
             raise ValueError(f"delta must be in [0, 1), got {self.delta}")
+
+    @classmethod
+    def none(cls) -> "PrivacyClaim":
+        """A claim that promises nothing (no ε at all): for mechanisms that make no DP claim.
+
+        Audits still measure ε_LB, reported as measured leakage; the verdict is
+        ``no_claim`` (never consistent or violated).
+        """
+        return cls(epsilon=math.inf, model="none")
+
+    @property
+    def promises(self) -> bool:
+        """Whether there is any ε to hold the mechanism to."""
+        return self.model != "none"
 
     @property
     def view(self) -> ViewKind:

@@ -247,6 +247,39 @@ class UserSupportReplace(UserReplace):
         return TargetPair(rows(first), rows(second))
 
 
+class StarPatternReplace(UserReplace):
+    """User-level, replace-one, for star ratings: the same rated set, the same multiset of values, other pairs.
+
+    World 1's target rates its (population-drawn) items at the lowest or
+    highest level, half each at random; world 0's holds the same values
+    shuffled over the same items. Every single rating's distribution is the
+    same in both worlds (the marginal over a random rated item), while the
+    pairwise products ``(r_i − mid)(r_j − mid)`` differ: the pair that separates
+    first-order from second-order leakage (Xin–Jaakkola, ALGORITHMS.md D).
+    Levels come from the population's ``n_stars`` (1..S), else 1..5.
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the star-pattern pair is for designs that run the protocol (full_runs, one_run)")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        _, users = population.sample_users(n, catalogue, rng)
+        top = float(getattr(population, "n_stars", 5))
+        r = users.ratings.tocoo()
+        order = np.lexsort((rng.random(r.nnz), r.row))
+        rows, cols = r.row[order], r.col[order]
+        high = rng.random(r.nnz) < 0.5
+        values1 = np.where(high, top, 1.0)
+        # world 0: the same values, shuffled within each user's rated items
+        shuffle = np.lexsort((rng.random(r.nnz), rows))
+        values0 = values1[shuffle]
+
+        def batch(values):
+            return UserBatch.from_coo(rows, cols, values, values >= top, users.ratings.shape)
+
+        return TargetPair(batch(values0), batch(values1))
+
+
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
     ("user", "replace_likes"): LikesReplace(),
@@ -255,7 +288,8 @@ POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
 
 
 #: pairs a mechanism may ask for (``Protocol.audit_pair``), each within the neighbouring of its claim
-PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace()}
+PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace(),
+                                             "star_pattern": StarPatternReplace()}
 
 
 def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> NeighbourPolicy:

@@ -62,8 +62,9 @@ def roc_figure(curves: list[dict], claim: dict) -> bytes:
     fig, ax = plt.subplots(figsize=(5.6, 4.6))
     floor = min((1.0 / c["runs"] for c in curves), default=1e-4)
     grid = np.logspace(math.log10(floor), 0, 200)
-    ax.plot(grid, dp_boundary(grid, claim["epsilon"], claim["delta"]), "k-", lw=2,
-            label=f"claimed boundary ε = {claim['epsilon']:g}, δ = {claim['delta']:g}")
+    if claim["epsilon"] is not None:  # None: a mechanism that claims nothing has no boundary to draw
+        ax.plot(grid, dp_boundary(grid, claim["epsilon"], claim["delta"]), "k-", lw=2,
+                label=f"claimed boundary ε = {claim['epsilon']:g}, δ = {claim['delta']:g}")
     ax.plot(grid, grid, ":", color="0.5", label="chance (TPR = FPR)")
     for i, c in enumerate(curves):
         keep = (c["fpr"] > 0) & (c["tpr"] > 0)
