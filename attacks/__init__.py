@@ -8,6 +8,7 @@ from .likelihood_ratio import LikelihoodRatioAttack
 from .pmc_sign import PmcSignAttack
 from .pmd_coordinate import PmdCoordinateAttack
 from .pmd_pairwise import PmdPairwiseAttack
+from .sigma_tilt import SigmaTiltAttack
 from .sketch_agreement import SketchAgreementAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
@@ -23,6 +24,7 @@ ATTACKS: dict[str, type[Attack]] = {
     "pmd_coordinate": PmdCoordinateAttack,
     "laplace_posterior": LaplacePosteriorAttack,
     "dinur_nissim": DinurNissimAttack,
+    "sigma_tilt": SigmaTiltAttack,
     **OUTPUT_ATTACKS,
 }
 

@@ -125,3 +125,47 @@ def test_dinur_nissim_attack_scores_a_subset_sum_view():
     scores = ATTACKS["dinur_nissim"]().scores(None, pair, view)
     # score = 2·accuracy − 1 (world 0 holds the complement): every user's bits at least 75% right
     assert np.all(scores > 0.5)
+
+
+def test_sigma_tilt_sees_an_answer_in_a_small_server(world):
+    """One exact 2nd-order answer among ten moves Σ toward its row: the tilt favours the true world."""
+    from mechanisms.xin_jaakkola import XinJaakkola as XJ
+    from simulator.neighbours import TargetPair
+    from simulator.transcript import Release
+
+    pop, catalogue, public, private, model = world
+    pair = PAIR_POLICIES["star_pattern"].rows_for_runs(pop, catalogue, 2, np.random.default_rng(30))
+    mech = XJ(response="exact", public_users=10, update_every=10)
+    for truth in (0, 1):
+        state = mech.init_public(mech.init_state(WorldInfo(90, 30, 3)), public.take(slice(0, 10)))
+        rows = UserBatch.concat([pair.rows(truth).take(slice(0, 1)), private.take(slice(0, 9))])
+        state = mech.aggregate(state, None, mech.messages(rows, state.model, np.random.default_rng(31)))
+        one = TargetPair(pair.rows0.take(slice(0, 1)), pair.rows1.take(slice(0, 1)))
+        view = View("releases", releases=((Release(1.0, 10, state.model),),))
+        score = ATTACKS["sigma_tilt"]().scores(mech, one, view)[0]
+        assert (score > 0) == bool(truth)
+
+
+def test_pmd_single_coordinate_bound_is_zero_while_pairs_leak(world):
+    """5000 releases per world of the star-pattern pair, bounds at α = 1e-6.
+
+    A single PMD coordinate has the same (uniform) law in both worlds, so no threshold test
+    can do better than chance and the Clopper–Pearson bound exceeds 0 with probability
+    <= 1e-6 (the false-failure probability of the first check). The pairwise score, same runs,
+    must show leakage.
+    """
+    from audits.stats.bounds import split_epsilon_bound
+
+    pop, catalogue, public, private, model = world
+    pair = PAIR_POLICIES["star_pattern"].rows_for_runs(pop, catalogue, 5000, np.random.default_rng(32))
+    mech = XinJaakkola(response="pmd", pmd_sweeps=1)
+    views = []
+    for w, rows in enumerate((pair.rows0, pair.rows1)):
+        messages = mech.messages(rows, model, np.random.default_rng(33 + w))
+        views.append(View("messages", messages=messages, queries=(np.broadcast_to(model.mu, messages.shape),)))
+    bounds = {}
+    for name in ("pmd_coordinate", "pmd_pairwise"):
+        s0, s1 = (ATTACKS[name]().scores(mech, pair, v) for v in views)
+        bounds[name] = split_epsilon_bound(s0, s1, alpha=1e-6, rng=np.random.default_rng(34)).epsilon_lb
+    assert bounds["pmd_coordinate"] == 0.0
+    assert bounds["pmd_pairwise"] > 1.0

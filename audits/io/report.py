@@ -170,9 +170,10 @@ def report_markdown(report: dict) -> str:
            if report["verdict"] == "violated" else
            "the claim is not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({claim_epsilon(claim['epsilon'])}, {claim['delta']:g})-DP, "
-        + (f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view"
-           if claim["epsilon"] is not None else "a claim of nothing")
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
+        + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
+           f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
+           if claim["epsilon"] is not None else "no privacy claim")
         + f"; the attacks read the `{audit['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
         f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
