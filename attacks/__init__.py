@@ -1,6 +1,7 @@
 """Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
 from .base import Attack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
+from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
 from .dinur_nissim import DinurNissimAttack
 from .laplace_posterior import LaplacePosteriorAttack
 from .likelihood_ratio import LikelihoodRatioAttack
@@ -14,6 +15,8 @@ from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAtt
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
+    "differencing": DifferencingAttack,
+    "differencing_noise_aware": NoiseAwareDifferencingAttack,
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
@@ -36,5 +39,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "HistogramAttack", "LikelihoodRatioAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "DifferencingAttack", "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
            "LogisticAttack", "OutputAttack", "get_attack"]

@@ -32,7 +32,7 @@ from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
-from .utility import accuracy_curve, completion_rmse, presence_timeline, utility_reference
+from .utility import accuracy_curve, completion_rmse, covariance_error, presence_timeline, utility_reference
 
 
 @dataclass
@@ -118,14 +118,17 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
-                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy)
+                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy,
+                   cfg.insert_tick or 1)
 
     inserted = design.inserts(job, policy, cfg.trials)
     matrix = getattr(population, "matrix", None)  # a panel with held-out ratings: utility is their RMSE
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
     keep_outputs = (matrix is not None and matrix.test is not None) or job.view == "others"
-    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched")
+    covariance = getattr(mechanism, "publishes", None) == "covariance"  # utility needs every message
+    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched",
+                                 messages="all" if covariance else "watched")
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     reference, metric, reference_note = utility_reference(population, catalogue)
@@ -149,6 +152,8 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     utility = {"metric": metric, "reference": reference_note, "final_accuracy": final["accuracy"], "curve": curve}
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
         utility = completion_rmse(transcript, matrix.test)
+    if covariance:
+        utility = covariance_error(transcript)
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
              "answers": int(transcript.answer_user.size), "canaries": int(transcript.inserted.size),
              "releases": len(transcript.releases), "n_items": catalogue.n_items,

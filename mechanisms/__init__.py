@@ -3,6 +3,7 @@
 A new mechanism is one module here plus one line in ``MECHANISMS``.
 """
 from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from .continual_covariance import NaiveContinualCovariance, TreeContinualCovariance
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
 from .mcsherry_mironov import McSherryMironov, McSherryMironovPerUserClaim
@@ -31,6 +32,8 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "private_projected_gradient": PrivateProjectedGradient,
     "mcsherry_mironov": McSherryMironov,
     "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
+    "continual_covariance_naive": NaiveContinualCovariance,
+    "continual_covariance_tree": TreeContinualCovariance,
     "xin_jaakkola": XinJaakkola,
     "xin_jaakkola_laplace": XinJaakkolaLaplace,
     "sp2": SP2,
@@ -50,4 +53,5 @@ __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "Para
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
-           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "SP2", "SP2LeakyDownload"]
+           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "SP2", "SP2LeakyDownload",
+           "NaiveContinualCovariance", "TreeContinualCovariance"]

@@ -207,7 +207,8 @@ def report_markdown(report: dict) -> str:
         f"| time | users seen | {md(util['metric'])} |",
         "|---:|---:|---:|",
     ]
-    lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p['accuracy'])} |" for p in util["curve"]]
+    value = "covariance_error" if "covariance_error" in util else "accuracy"
+    lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p.get(value))} |" for p in util["curve"]]
     w = report["world"]
     lines += ["", f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
               f"arrived, {w['users_answered']:,} answered, "
