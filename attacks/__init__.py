@@ -2,16 +2,33 @@
 from .base import Attack
 from .covariance_projection import CovarianceProjectionAttack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
+from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
+from .dinur_nissim import DinurNissimAttack
+from .laplace_posterior import LaplacePosteriorAttack
 from .likelihood_ratio import LikelihoodRatioAttack
+from .pmc_sign import PmcSignAttack
+from .pmd_coordinate import PmdCoordinateAttack
+from .pmd_pairwise import PmdPairwiseAttack
+from .sigma_tilt import SigmaTiltAttack
 from .sketch_agreement import SketchAgreementAttack
+from .sp2_server_view import SP2ServerViewAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
 ATTACKS: dict[str, type[Attack]] = {
     "likelihood_ratio": LikelihoodRatioAttack,
+    "differencing": DifferencingAttack,
+    "differencing_noise_aware": NoiseAwareDifferencingAttack,
     "sketch_agreement": SketchAgreementAttack,
     "subspace_alignment": SubspaceAlignmentAttack,
     "covariance_projection": CovarianceProjectionAttack,
     "unpublished_direction": UnpublishedDirectionAttack,
+    "pmc_sign": PmcSignAttack,
+    "pmd_pairwise": PmdPairwiseAttack,
+    "pmd_coordinate": PmdCoordinateAttack,
+    "laplace_posterior": LaplacePosteriorAttack,
+    "dinur_nissim": DinurNissimAttack,
+    "sigma_tilt": SigmaTiltAttack,
+    "sp2_server_view": SP2ServerViewAttack,
     **OUTPUT_ATTACKS,
 }
 
@@ -24,5 +41,5 @@ def get_attack(kind: str) -> type[Attack]:
         raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
 
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "HistogramAttack", "LikelihoodRatioAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack", "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
            "LogisticAttack", "OutputAttack", "get_attack"]

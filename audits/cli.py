@@ -179,11 +179,10 @@ def _one_line(text: str) -> str:
 
 
 def _summary_line(report: dict) -> str:
-    from .io.report import fmt_epsilon
-
     a, util = report["audit"], report["utility"]
     ceiling = "unbounded" if a["ceiling"] is None else f"{a['ceiling']:.3f}"
-    return (f"{_one_line(report['scenario']['name'])}: claim ε={fmt_epsilon(report['claim']['epsilon'])} "
+    eps = report["claim"]["epsilon"]
+    return (f"{_one_line(report['scenario']['name'])}: claim ε={'none' if eps is None else format(eps, 'g')} "
             f"(δ={report['claim']['delta']:g}); ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence "
             f"(ceiling {ceiling}); verdict {report['verdict']}; {utility_summary(util)}")
 

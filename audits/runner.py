@@ -9,6 +9,7 @@ the verdicts; ``io.report`` writes them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
-from .utility import accuracy_curve, completion_rmse, presence_timeline, utility_reference
+from .utility import accuracy_curve, completion_rmse, covariance_error, presence_timeline, utility_reference
 
 
 @dataclass
@@ -117,14 +118,17 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
-                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy)
+                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy,
+                   cfg.insert_tick or 1)
 
     inserted = design.inserts(job, policy, cfg.trials)
     matrix = getattr(population, "matrix", None)  # a panel with held-out ratings: utility is their RMSE
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
     keep_outputs = (matrix is not None and matrix.test is not None) or job.view == "others"
-    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched")
+    covariance = getattr(mechanism, "publishes", None) == "covariance"  # utility needs every message
+    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched",
+                                 messages="all" if covariance else "watched")
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     reference, metric, reference_note = utility_reference(population, catalogue)
@@ -142,12 +146,14 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     tests = judge([(pair, run["scores"][a], run.get("worlds"), attack_cfg.kind)
                    for pair, run in zip(output.pairs, output.runs) for a, attack_cfg in enumerate(attack_configs)],
                   estimator, claim, cfg.alpha)
-    verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
+    verdict = overall_verdict(tests, claim)
 
     final = curve[-1] if curve else {"accuracy": None}
     utility = {"metric": metric, "reference": reference_note, "final_accuracy": final["accuracy"], "curve": curve}
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
         utility = completion_rmse(transcript, matrix.test)
+    if covariance:
+        utility = covariance_error(transcript)
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
              "answers": int(transcript.answer_user.size), "canaries": int(transcript.inserted.size),
              "releases": len(transcript.releases), "n_items": catalogue.n_items,
@@ -162,19 +168,35 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
 def judge(runs: list[tuple], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:
     """Bound every ``(pair, scores, worlds, attack)`` test at alpha / tests and give Holm-corrected verdicts.
 
-    Targets are numbered by the order their pairs first appear.
+    Targets are numbered by the order their pairs first appear. A claim that
+    promises nothing (``PrivacyClaim.none()``) gets the verdict ``no_claim``:
+    its ε_LB is measured leakage, and its p-values are those of "no leakage
+    at all" (ε = 0), Holm-corrected alike.
     """
     alpha_each = alpha / len(runs)  # simultaneous bounds: every printed epsilon holds jointly at 1 - alpha
+    measured = claim if claim.promises else dataclasses.replace(claim, epsilon=0.0)
     targets: dict[int, int] = {}
     tests = []
     for pair, scores, worlds, attack in runs:
         target = targets.setdefault(id(pair), len(targets))
-        tests.append(TestOutcome(target, attack, pair, estimator.estimate(scores, worlds, claim, alpha_each),
+        tests.append(TestOutcome(target, attack, pair, estimator.estimate(scores, worlds, measured, alpha_each),
                                  scores, worlds))
     reject, adjusted = holm_adjust([t.p_value for t in tests], alpha)
     for test, rej, adj in zip(tests, reject, adjusted):
-        test.adjusted_p_value, test.verdict = float(adj), "violated" if rej else "consistent"
+        test.adjusted_p_value = float(adj)
+        test.verdict = ("violated" if rej else "consistent") if claim.promises else NO_CLAIM
     return tests
+
+
+#: the verdict of an audit of a mechanism that claims nothing: its ε_LB is measured leakage
+NO_CLAIM = "no_claim"
+
+
+def overall_verdict(tests: list[TestOutcome], claim: PrivacyClaim) -> str:
+    """``violated`` when any test is, ``no_claim`` for a claim that promises nothing, else ``consistent``."""
+    if not claim.promises:
+        return NO_CLAIM
+    return "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
 
 
 class _ProgressRecorder(Recorder):
@@ -222,6 +244,8 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     audit = AuditConfig.model_validate(old["scenario"]["audit"])
     scenario = _RecordedScenario(old["scenario"], audit)
     claim_data = {k: v for k, v in old["claim"].items() if k != "view"}
+    if claim_data.get("epsilon") is None:  # a claim of nothing (its infinite ε is written as null)
+        claim_data["epsilon"] = float("inf")
     claim = PrivacyClaim(**claim_data)
     estimator = build_estimator(audit)
     runs, pairs, row = [], {}, 0
@@ -239,7 +263,7 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
         pair = pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches")))
         runs.append((pair, scores, worlds, t["attack"]))
     tests = judge(runs, estimator, claim, audit.alpha)
-    verdict = "violated" if any(t.verdict == "violated" for t in tests) else "consistent"
+    verdict = overall_verdict(tests, claim)
     timing = dict(old.get("timing", {}))
     timing["report_rebuilt_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return AuditResult(scenario, claim, old["audit"]["design"], tests, verdict, old["utility"], old["world"],

@@ -1,11 +1,13 @@
 """What privacy costs: how well the server's published clustering matches the truth (or, on real data,
-the clustering the same data gives without privacy)."""
+the clustering the same data gives without privacy); held-out RMSE of completed rows; the error of a
+released covariance."""
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from mechanisms.clustering import kmeans_1d
+from mechanisms.matrix_completion import gram
 from simulator.transcript import Transcript
 
 TRUTH_METRIC = "item clustering accuracy"
@@ -63,12 +65,37 @@ def completion_rmse(transcript: Transcript, test) -> dict:
     return result
 
 
+COVARIANCE_METRIC = "relative Frobenius error of the released covariance"
+
+
+def covariance_error(transcript: Transcript) -> dict:
+    """‖R_t − S_t‖_F / ‖S_t‖_F of every release ``R_t`` of a covariance server (``mechanisms.continual_covariance``).
+
+    ``S_t`` is the exact ``AᵀA`` of the messages (clipped rows) answered by the
+    release's time: the transcript must keep every message and answer time.
+    """
+    messages, times = transcript.messages, transcript.answer_time
+    curve = []
+    for release in transcript.releases:
+        truth = gram(messages[np.flatnonzero(times <= release.time)])
+        scale = float(np.linalg.norm(truth))
+        error = float(np.linalg.norm(release.item_labels["covariance"] - truth)) / scale if scale > 0 else None
+        curve.append({"time": float(release.time), "users_seen": int(release.users_seen), "accuracy": None,
+                      "covariance_error": error})
+    return {"metric": COVARIANCE_METRIC, "final_accuracy": None, "curve": curve,
+            "reference": "the exact AᵀA of the clipped rows of every user answered by the release",
+            "covariance_error": curve[-1]["covariance_error"] if curve else None}
+
+
 def utility_summary(utility: dict) -> str:
     """One phrase for the utility a run measured (clustering accuracy or held-out RMSE)."""
     if utility.get("metric") == "held-out RMSE":
         if utility["rmse"] is None:
             return "held-out RMSE n/a (no held-out ratings)"
         return f"held-out RMSE {utility['rmse']:.4g} (predicting 0: {utility['zero_rmse']:.4g})"
+    if utility.get("metric") == COVARIANCE_METRIC:
+        error = utility.get("covariance_error")
+        return f"relative covariance error {'n/a' if error is None else f'{error:.4g}'} at the last release"
     value = utility.get("final_accuracy")
     metric = utility.get("metric", "item clustering accuracy")
     label = "clustering accuracy" if metric == "item clustering accuracy" else metric

@@ -3,6 +3,7 @@
 A new mechanism is one module here plus one line in ``MECHANISMS``.
 """
 from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from .continual_covariance import NaiveContinualCovariance, TreeContinualCovariance
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
 from .mcsherry_mironov import McSherryMironov, McSherryMironovPerUserClaim
@@ -11,6 +12,8 @@ from .pairwise_preference import PairwisePreference, PairwisePreferenceBroken
 from .frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs, PrivateFrankWolfeNoNoise,
                           PrivateFrankWolfeNoProjection)
 from .projected_gradient import PrivateProjectedGradient
+from .xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
+from .sp2 import SP2, SP2LeakyDownload
 
 MECHANISMS: dict[str, type[Protocol]] = {
     "maxsense": MaxSense,
@@ -29,6 +32,12 @@ MECHANISMS: dict[str, type[Protocol]] = {
     "private_projected_gradient": PrivateProjectedGradient,
     "mcsherry_mironov": McSherryMironov,
     "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
+    "continual_covariance_naive": NaiveContinualCovariance,
+    "continual_covariance_tree": TreeContinualCovariance,
+    "xin_jaakkola": XinJaakkola,
+    "xin_jaakkola_laplace": XinJaakkolaLaplace,
+    "sp2": SP2,
+    "sp2_leaky_download": SP2LeakyDownload,
 }
 
 
@@ -44,4 +53,5 @@ __all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "Para
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
-           "PrivateProjectedGradient"]
+           "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "SP2", "SP2LeakyDownload",
+           "NaiveContinualCovariance", "TreeContinualCovariance"]

@@ -31,14 +31,19 @@ class UserBatch:
     never 0. ``likes`` marks the ratings that count as likes (a subset of the
     stored entries). ``rated`` and ``liked`` are dense boolean masks of the
     batch, built on first use for mechanisms that work on batches of bits.
+    ``private`` marks the ratings their users keep on the device (selective
+    privacy, SP2; a subset of the stored entries); None means none is private.
     """
 
     ratings: sparse.csr_array
     likes: sparse.csr_array
+    private: sparse.csr_array | None = None
 
     def __post_init__(self) -> None:
         if self.ratings.shape != self.likes.shape:
             raise ValueError(f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
+        if self.private is not None and self.private.shape != self.ratings.shape:
+            raise ValueError(f"ratings {self.ratings.shape} and private {self.private.shape} differ in shape")
 
     @classmethod
     def from_masks(cls, rated: np.ndarray, liked: np.ndarray, values: np.ndarray | None = None) -> "UserBatch":
@@ -66,8 +71,22 @@ class UserBatch:
 
     @classmethod
     def concat(cls, batches: "list[UserBatch]") -> "UserBatch":
+        private = None
+        if any(b.private is not None for b in batches):
+            private = sparse.vstack([b.private_mask for b in batches], format="csr")
         return cls(sparse.vstack([b.ratings for b in batches], format="csr"),
-                   sparse.vstack([b.likes for b in batches], format="csr"))
+                   sparse.vstack([b.likes for b in batches], format="csr"), private)
+
+    @property
+    def private_mask(self) -> sparse.csr_array:
+        """The private ratings as a sparse boolean matrix (empty when none is private)."""
+        if self.private is None:
+            return sparse.csr_array(self.ratings.shape, dtype=bool)
+        return sparse.csr_array(self.private, dtype=bool)
+
+    def with_private(self, private: sparse.csr_array | None) -> "UserBatch":
+        """The same rows with ``private`` marking the ratings kept on the device."""
+        return UserBatch(self.ratings, self.likes, None if private is None else sparse.csr_array(private, dtype=bool))
 
     def __len__(self) -> int:
         return self.ratings.shape[0]
@@ -86,7 +105,8 @@ class UserBatch:
         return self.likes.toarray()
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
-        return UserBatch(self.ratings[index], self.likes[index])
+        private = None if self.private is None else self.private[index]
+        return UserBatch(self.ratings[index], self.likes[index], private)
 
     def where(self, use_other: np.ndarray, other: "UserBatch") -> "UserBatch":
         """Row ``u`` from ``other`` where ``use_other[u]``, else from this batch."""
@@ -154,6 +174,14 @@ class Protocol(ABC):
     @abstractmethod
     def init_state(self, world: "WorldInfo") -> Any:
         """The server's state before any user answered."""
+
+    def public_panel(self) -> int:
+        """Users the server holds in the clear before any round (a panel drawn from the population; 0: none)."""
+        return 0
+
+    def init_public(self, state: Any, rows: UserBatch) -> Any:
+        """Fold the public panel's rows (drawn by the engine from the world's stream "public") into the state."""
+        return state
 
     def broadcast(self, state: Any) -> Any:
         """What the server publishes to everyone at the start of a round (None: nothing)."""

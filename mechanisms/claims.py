@@ -1,14 +1,17 @@
 """What a mechanism promises: the privacy claim and the view of the adversary it protects."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
 #: ``replace``: any row for any row; ``add_remove``: one row more or less; ``replace_likes``: the
-#: user's likes change but its rated set stays (the rated set is public: protocols whose queries read it)
-Neighbouring = Literal["replace", "add_remove", "replace_likes"]
+#: user's likes change but its rated set stays (the rated set is public: protocols whose queries read it);
+#: ``replace_private``: the user's private ratings (which items, and their values) change, its public ones stay
+#: (selective privacy, SP2: only the ratings a user keeps on its device are protected)
+Neighbouring = Literal["replace", "add_remove", "replace_likes", "replace_private"]
 ViewKind = Literal["messages", "releases", "others", "target"]
 
 PROTECTED_VIEW: dict[str, ViewKind] = {
@@ -37,6 +40,20 @@ class PrivacyClaim:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
         if not 0.0 <= self.delta < 1.0:
             raise ValueError(f"delta must be in [0, 1), got {self.delta}")
+
+    @classmethod
+    def none(cls) -> "PrivacyClaim":
+        """A claim that promises nothing (no ε at all): for mechanisms that make no DP claim.
+
+        Audits still measure ε_LB, reported as measured leakage; the verdict is
+        ``no_claim`` (never consistent or violated).
+        """
+        return cls(epsilon=math.inf, model="none")
+
+    @property
+    def promises(self) -> bool:
+        """Whether there is any ε to hold the mechanism to."""
+        return self.model != "none"
 
     @property
     def view(self) -> ViewKind:

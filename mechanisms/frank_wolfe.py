@@ -37,9 +37,9 @@ from .matrix_completion import GramCompletion, GramState, LowRankRows, symmetric
 class FrankWolfeState(GramState):
     """The server: this round's sum and the eigenpairs it has published."""
 
-    eigenvalues: np.ndarray = None  # (t,): λ̂_t
-    shifted: np.ndarray = None  # (t,): λ̂'_t, the step's denominators
-    unnoised: np.ndarray | None = None  # every round's exact top eigenvector (leaky twin only)
+    eigenvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (t,): λ̂_t
+    shifted: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (t,): λ̂'_t, the step's denominators
+    unnoised: np.ndarray | None = None  # (t, n): every round's exact top eigenvector (leaky twin only)
 
 
 @dataclass
@@ -87,8 +87,7 @@ class PrivateFrankWolfe(GramCompletion):
 
     def init_state(self, world: WorldInfo) -> FrankWolfeState:
         n = world.n_items
-        return FrankWolfeState(world, np.zeros((n, n)), [], np.zeros((0, n)), eigenvalues=np.zeros(0),
-                               shifted=np.zeros(0), unnoised=np.zeros((0, n)))
+        return FrankWolfeState(world, np.zeros((n, n)), [], np.zeros((0, n)), unnoised=np.zeros((0, n)))
 
     def broadcast(self, state: FrankWolfeState) -> dict[str, Any]:
         return {"basis": state.basis, "shifted": state.shifted, "eigenvalues": state.eigenvalues,

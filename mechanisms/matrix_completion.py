@@ -197,8 +197,8 @@ class GramCompletion(Protocol):
         return GaussianRelease(self.noise.sigma, self._sensitivity(), count=answers * self._releases_per_round())
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
-        if not self.noise_on:
-            return PrivacyClaim(math.inf, self.delta, model="joint", unit="user", neighbouring="replace")
+        if not self.noise_on:  # a non-private baseline: audits measure its leakage (verdict no_claim)
+            return PrivacyClaim.none()
         return super().claim_for(answers)
 
     @property

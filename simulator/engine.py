@@ -58,6 +58,9 @@ class ProtocolRun:
         self.recorder = recorder or Recorder()
         self.world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
         self.state = protocol.init_state(self.world)
+        if protocol.public_panel() > 0:  # public users: part of the world, the same in both audit worlds
+            _, public = population.sample_users(protocol.public_panel(), catalogue, stream(world_seed, "public"))
+            self.state = protocol.init_public(self.state, public)
         self.inserted = inserted
         self.arrival: list[np.ndarray] = []
         self.departure: list[np.ndarray] = []

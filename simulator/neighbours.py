@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from mechanisms import LocalMechanism, PrivacyClaim, Protocol, UserBatch, WorldInfo
 
@@ -247,6 +248,86 @@ class UserSupportReplace(UserReplace):
         return TargetPair(rows(first), rows(second))
 
 
+class StarPatternReplace(UserReplace):
+    """User-level, replace-one, for star ratings: the same rated set, the same multiset of values, other pairs.
+
+    World 1's target rates its (population-drawn) items at the lowest or
+    highest level, half each at random; world 0's holds the same values
+    shuffled over the same items. Every single rating's distribution is the
+    same in both worlds (the marginal over a random rated item), while the
+    pairwise products ``(r_i − mid)(r_j − mid)`` differ: the pair that separates
+    first-order from second-order leakage (Xin–Jaakkola, ALGORITHMS.md D).
+    Levels come from the population's ``n_stars`` (1..S), else 1..5.
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the star-pattern pair is for designs that run the protocol (full_runs, one_run)")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        _, users = population.sample_users(n, catalogue, rng)
+        top = float(getattr(population, "n_stars", 5))
+        r = users.ratings.tocoo()
+        order = np.lexsort((rng.random(r.nnz), r.row))
+        rows, cols = r.row[order], r.col[order]
+        high = rng.random(r.nnz) < 0.5
+        values1 = np.where(high, top, 1.0)
+        # world 0: the same values, shuffled within each user's rated items
+        shuffle = np.lexsort((rng.random(r.nnz), rows))
+        values0 = values1[shuffle]
+
+        def batch(values):
+            return UserBatch.from_coo(rows, cols, values, values >= top, users.ratings.shape)
+
+        return TargetPair(batch(values0), batch(values1))
+
+
+class PrivateReplace(NeighbourPolicy):
+    """User-level, private ratings replaced (``replace_private``): the public ratings stay, the private change.
+
+    World 0's target is a user of the population (it keeps its public and
+    private ratings; one with none private gets one private rating on an item
+    it has not rated). World 1's target has the same public ratings and as
+    many private ratings, with the same values, on other items it has not
+    rated (disjoint from world 0's private items where the catalogue allows):
+    which items a user rated privately and how is what SP2 promises to hide.
+    """
+
+    unit, neighbouring = "user", "replace_private"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the private-ratings pair is for designs that run the protocol (full_runs, one_run)")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        _, users = population.sample_users(n, catalogue, rng)
+        ratings, private = users.ratings.toarray(), users.private_mask.toarray()
+        top = float(np.max(ratings, initial=1.0))
+        rows0, rows1, priv0, priv1 = ratings.copy(), ratings.copy(), private.copy(), np.zeros_like(private)
+        for u in range(n):
+            if not priv0[u].any():
+                free = np.flatnonzero(ratings[u] == 0)
+                if free.size == 0:
+                    raise PairError("a target rates every item: no item is left to rate privately")
+                item = rng.choice(free)
+                rows0[u, item], priv0[u, item] = top, True
+                rows1[u, item] = top
+            items0 = np.flatnonzero(priv0[u])
+            public = (rows0[u] != 0) & ~priv0[u]
+            others = np.flatnonzero((rows0[u] == 0) & ~public)
+            if others.size < items0.size:  # too few unrated items: overlap world 0's private items
+                others = np.r_[others, rng.permutation(items0)[: items0.size - others.size]]
+            items1 = rng.choice(others, size=items0.size, replace=False)
+            rows1[u, items0] = 0.0
+            rows1[u, items1] = rows0[u, items0]
+            priv1[u, items1] = True
+        like = float(getattr(population, "like_threshold", 4.0))
+
+        def batch(values, private_mask):
+            b = UserBatch.from_masks(values != 0, values >= like, np.where(values != 0, values, 1.0))
+            return b.with_private(sparse.csr_array(private_mask))
+
+        return TargetPair(batch(rows0, priv0), batch(rows1, priv1))
+
+
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
     ("user", "replace_likes"): LikesReplace(),
@@ -255,7 +336,9 @@ POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
 
 
 #: pairs a mechanism may ask for (``Protocol.audit_pair``), each within the neighbouring of its claim
-PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace()}
+PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace(),
+                                             "star_pattern": StarPatternReplace(),
+                                             "private_replace": PrivateReplace()}
 
 
 def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> NeighbourPolicy:

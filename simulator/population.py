@@ -14,6 +14,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
+from mechanisms.sp2 import allocate_private, privacy_ratios
 
 from .ratings import RatingsData, load_ratings_cached, split_ratings
 
@@ -444,6 +445,62 @@ class RatingsMatrix(_Panel):
         return MatrixPopulation.from_ratings(self._data(), self.like_threshold, self.max_rating)
 
 
+class _SelectivePrivacy:
+    """Marks which ratings each user keeps private (SP2, ``mechanisms.sp2.allocate_private``).
+
+    ``allocation``: ``H1`` (a privacy ratio per user) or ``H2`` (per item),
+    drawn from Beta(``privacy_beta``); H2's item ratios are the world's, drawn
+    once from ``allocation_seed``.
+    """
+
+    def _check_allocation(self) -> None:
+        if len(self.privacy_beta) != 2:
+            raise ParameterError("privacy_beta", f"must be two Beta parameters [a, b], got {self.privacy_beta}")
+
+    def _item_ratios(self, n_items: int) -> np.ndarray:
+        return privacy_ratios(n_items, tuple(self.privacy_beta), np.random.default_rng(self.allocation_seed))
+
+    def _with_private(self, rows: UserBatch, rng: np.random.Generator) -> UserBatch:
+        ratios = self._item_ratios(rows.n_items) if self.allocation == "H2" else None
+        return rows.with_private(allocate_private(rows.ratings, self.allocation, tuple(self.privacy_beta), rng,
+                                                  ratios))
+
+
+@dataclass
+class SelectiveStarSBMPopulation(StarSBMPopulation, _SelectivePrivacy):
+    """``sbm_stars`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
+
+    allocation: Literal["H1", "H2"] = "H1"
+    privacy_beta: list[Annotated[float, Gt(0)]] = field(default_factory=lambda: [2.0, 2.0])
+    allocation_seed: Annotated[int, Ge(0)] = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_allocation()
+
+    def sample_users(self, n_users, catalogue, rng):
+        clusters, rows = super().sample_users(n_users, catalogue, rng)
+        return clusters, self._with_private(rows, rng)
+
+
+@dataclass
+class SelectiveRatingsFilePopulation(RatingsFilePopulation, _SelectivePrivacy):
+    """``ratings_file`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
+
+    allocation: Literal["H1", "H2"] = "H1"
+    privacy_beta: list[Annotated[float, Gt(0)]] = field(default_factory=lambda: [2.0, 2.0])
+    allocation_seed: Annotated[int, Ge(0)] = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_allocation()
+
+    def sample_users(self, n_users, catalogue, rng):
+        clusters, rows = super().sample_users(n_users, catalogue, rng)
+        return clusters, self._with_private(rows, rng)
+
+
 POPULATIONS = {"sbm": SBMPopulation, "sbm_stars": StarSBMPopulation, "rank_one": RankOnePopulation,
                "ratings_file": RatingsFilePopulation, "rank_one_matrix": RankOneMatrix,
-               "ratings_matrix": RatingsMatrix}
+               "ratings_matrix": RatingsMatrix, "sbm_stars_selective": SelectiveStarSBMPopulation,
+               "ratings_file_selective": SelectiveRatingsFilePopulation}

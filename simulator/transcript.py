@@ -177,6 +177,9 @@ class View:
     target: Any = None
     #: canaries: the audited users' ids in the one run this view is cut from (None: one row per run)
     audited: np.ndarray | None = None
+    #: when the audited users arrived (public, as in Calandrino et al.'s differencing): per run an array of
+    #: the run's audited users' arrival times (canaries: one array, in ``audited`` order); None if not cut
+    arrival: Any = None
 
     def __len__(self) -> int:
         if self.audited is not None:
@@ -223,9 +226,10 @@ def messages_view(transcript: Transcript, user: int) -> View:
     return View("messages", messages=w.messages[rows], queries=(w.queries[rows],))
 
 
-def releases_view(transcript: Transcript) -> View:
-    """The central-DP view: the published states only."""
-    return View("releases", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds))
+def releases_view(transcript: Transcript, audited: np.ndarray | None = None) -> View:
+    """The central-DP view: the published states only (and the ``audited`` users' public arrival times)."""
+    arrival = None if audited is None else transcript.arrival[np.asarray(audited, dtype=np.int64)]
+    return View("releases", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds), arrival=arrival)
 
 
 def others_view(transcript: Transcript, target: int) -> View:
@@ -268,4 +272,4 @@ def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) ->
                     audited=canaries)
     return View(kind, releases=(tuple(transcript.releases),), rounds=(tuple(transcript.rounds),),
                 others=[(transcript.output_user, transcript.outputs)] if kind == "others" else None,
-                audited=canaries)
+                audited=canaries, arrival=(transcript.arrival[canaries],))

@@ -86,8 +86,12 @@ def test_one_run_on_the_correct_mechanism_is_consistent(write_scenario, quicksta
 def test_designs_refuse_what_they_cannot_audit(write_scenario, quickstart_data):
     data = dict(quickstart_data)
     data["audit"] = {"design": "full_runs", "trials": 1_000_000}
+    with pytest.raises(ScenarioError, match=r"audit\.trials: the run would take about .* hours"):
+        load_scenario(write_scenario(data))
+    data["limits"] = {"hours": 1e9}  # past the time limit, the design's own cap on user-runs speaks
     with pytest.raises(ScenarioError, match="full_runs re-runs the whole world per trial"):
         load_scenario(write_scenario(data))
+    del data["limits"]
     data["audit"] = {"design": "one_run", "method": "clopper-pearson"}
     with pytest.raises(ScenarioError, match="produces canaries but method clopper-pearson needs pairs"):
         load_scenario(write_scenario(data))

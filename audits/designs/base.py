@@ -43,6 +43,7 @@ class AuditJob:
     answers: int  # queries each user answers (the claim composes over them)
     entropy: int  # of the audit's root stream: blocks draw from named children of it
     world_entropy: int  # of the world's stream: designs that re-run the protocol keep the world
+    insert_tick: int = 1  # full_runs: the query tick (1, 2, ...) at which the target arrives
 
     def root(self, *parts) -> np.random.SeedSequence:
         return child_seed(np.random.SeedSequence(self.entropy), *parts)
@@ -91,7 +92,7 @@ def view_of(transcript: Transcript, kind: str, users: np.ndarray, answers: int) 
     if kind == "messages":
         return watched_messages(transcript, users, answers)
     if kind == "releases":
-        return releases_view(transcript)
+        return releases_view(transcript, users)
     if kind == "others":
         return others_view(transcript, int(users[0]))
     return target_view(transcript, int(users[0]))
@@ -104,7 +105,8 @@ def stack_views(views: list[View]) -> View:
         queries = tuple(np.concatenate([v.queries[a] for v in views]) for a in range(len(first.queries)))
         return View("messages", messages=np.concatenate([v.messages for v in views]), queries=queries)
     return View(first.kind, releases=tuple(v.releases for v in views), rounds=tuple(v.rounds for v in views),
-                others=[v.others for v in views], target=[v.target for v in views])
+                others=[v.others for v in views], target=[v.target for v in views],
+                arrival=None if first.arrival is None else tuple(v.arrival for v in views))
 
 
 # ---------------------------------------------------------------- blocks over an executor

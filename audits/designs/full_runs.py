@@ -2,8 +2,8 @@
 
 Every trial replays the scenario's world (the same arrivals and private rows:
 the world stream is fixed) with fresh mechanism coins (queries, randomizer,
-server noise) and the target inserted at the first tick, holding its world-0
-or world-1 row; the attacks read the claim's view cut from that run's
+server noise) and the target inserted at tick ``audit.insert_tick`` (default the
+first), holding its world-0 or world-1 row; the attacks read the claim's view cut from that run's
 transcript. It is the honest way to audit central and joint claims, and a
 check on local replay for local ones — at the price of one protocol run per
 trial, so keep the world small.
@@ -27,7 +27,7 @@ MAX_USER_RUNS = 5e8
 
 def whole_run(job, pair, world: int, coins) -> View:
     """One whole protocol run with the target in ``world``; the claim's view of it."""
-    inserted = Inserted(pair.rows(world), np.ones(1, dtype=np.int64))
+    inserted = Inserted(pair.rows(world), np.full(1, job.insert_tick, dtype=np.int64))
     transcript = run_protocol(job.mechanism, job.population, job.catalogue, job.churn, job.world_seed(), coins,
                               Recorder(answers=False, outputs="all" if job.view == "others" else "watched"),
                               inserted)

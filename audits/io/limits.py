@@ -13,7 +13,15 @@ counts so a refusal says which setting to lower:
   targets x attacks x 8 bytes);
 - ``users``: expected arrivals (``arrival_rate`` x ``horizon``);
 - ``rounds``: query and release rounds (``horizon / query_interval`` and
-  ``horizon / release_interval``).
+  ``horizon / release_interval``);
+- ``seconds``: the run's time on a 2-core machine: the protocol runs it makes
+  (one for the world; ``full_runs`` adds two per trial and target), each
+  costing ``RUN_SECONDS`` plus ``ROUND_SECONDS`` per round (the clock and the
+  engine's fixed work) plus its rating-table cells (users x items x rounds
+  per user) at ``CELLS_PER_SECOND``, plus one target row per trial for the
+  other designs and each attack's scoring. The constants are set so the
+  estimate errs high on every shipped scenario; ``./dev bench estimate``
+  measures the ratio of estimated to measured time.
 """
 from __future__ import annotations
 
@@ -27,7 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from mechanisms import WorldInfo
 
 GIB = 2 ** 30
-
+# Throughputs of the time estimate (see the module docstring), measured by ``./dev bench estimate``.
+CELLS_PER_SECOND = 2e7
+RUN_SECONDS = 0.05
+ROUND_SECONDS = 0.002
 
 class LimitsConfig(BaseModel):
     """The largest run a scenario may ask for; raise a limit to run beyond it on purpose."""
@@ -37,6 +48,7 @@ class LimitsConfig(BaseModel):
     users: float = Field(1e8, gt=0, description="expected user arrivals (arrival_rate x horizon)")
     rounds: float = Field(1e7, gt=0, description="query and release rounds of the simulated world")
     trials: float = Field(1e9, gt=0, description="trials per world x targets x attacks")
+    hours: float = Field(24.0, gt=0, description="estimated run time, hours (on a 2-core machine)")
 
 
 def nbytes(value: Any, seen: set[int] | None = None) -> int:
@@ -99,7 +111,24 @@ def estimate(scenario, mechanism) -> dict[str, float]:
         if state is not None:
             cost["state"] = state
     cost["memory"] = sum(cost.get(k, 0.0) for k in ("state", "batch", "scores"))
+    world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
+    cost["world_seconds"] = world_seconds
+    cost["audit_seconds"] = per_trial_seconds * scenario.audit.trials * scenario.audit.targets
+    cost["seconds"] = cost["world_seconds"] + cost["audit_seconds"]
     return cost
+
+
+def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[float, float]:
+    """Estimated seconds of the world's protocol run, and of one trial of the audit design."""
+    audit = scenario.audit
+    rounds_per_user = cost["rounds"] if scenario.panel is not None else scenario.churn.queries_per_user
+    cells = max(cost["users"], 1.0) * n_items * max(rounds_per_user, 1.0) + cost["rounds"] * n_items
+    world = RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND
+    attacks = cost["trials"] / (audit.trials * audit.targets)
+    scoring = 2 * attacks * n_items / CELLS_PER_SECOND
+    if audit.design_name == "full_runs":
+        return world, 2 * world + scoring
+    return world, 2 * n_items / CELLS_PER_SECOND + scoring
 
 
 def over_limits(cost: dict[str, float], limits: LimitsConfig) -> list[tuple[str, str]]:
@@ -117,4 +146,9 @@ def over_limits(cost: dict[str, float], limits: LimitsConfig) -> list[tuple[str,
                              ("trials", "trials (trials x targets x attacks)", "audit.trials")):
         if cost[key] > getattr(limits, key):
             problems.append((field, f"{cost[key]:.3g} {what}, over limits.{key} = {getattr(limits, key):.3g}"))
+    if cost["seconds"] > limits.hours * 3600:
+        field = "audit.trials" if cost["audit_seconds"] > cost["world_seconds"] else "churn.horizon"
+        problems.append((field, f"the run would take about {cost['seconds'] / 3600:.3g} hours on 2 cores "
+                                f"(world {cost['world_seconds'] / 3600:.3g} h, audit "
+                                f"{cost['audit_seconds'] / 3600:.3g} h), over limits.hours = {limits.hours:g}"))
     return problems

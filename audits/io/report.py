@@ -52,7 +52,7 @@ def _test_dict(test, claim) -> dict:
         "ceiling": bound["ceiling"],
         "method": bound["method"],
         "threshold_strategy": bound.get("strategy", "guesses"),
-        "tightness": bound["epsilon_lb"] / claim.epsilon if claim.epsilon > 0 else None,
+        "tightness": bound["epsilon_lb"] / claim.epsilon if 0 < claim.epsilon < math.inf else None,
         "p_value": test.p_value,
         "holm_adjusted_p_value": test.adjusted_p_value,
         "verdict": test.verdict,
@@ -82,7 +82,7 @@ def report_dict(result) -> dict:
         "packages": packages,
         "claim": claim.to_dict(),
         "audit": {
-            "view": claim.view,
+            "view": getattr(scenario.audit, "view", None) or claim.view,  # the view the attacks read
             "design": result.design,
             "trials_per_world": scenario.audit.trials if result.design != "one_run" else None,
             "canaries": scenario.audit.trials if result.design == "one_run" else None,
@@ -132,9 +132,9 @@ def md(text) -> str:
                            " ".join(str(text).splitlines()))
 
 
-def fmt_epsilon(epsilon) -> str:
-    """A claimed ε for text: ``∞`` for a mechanism that claims nothing (JSON keeps infinity as null)."""
-    return "∞" if epsilon is None or epsilon == float("inf") else f"{epsilon:g}"
+def claim_epsilon(epsilon) -> str:
+    """A claim's ε for people: ``none`` for a claim that promises nothing (its ε is null in JSON)."""
+    return "none" if epsilon is None else f"{epsilon:g}"
 
 
 def verdict_sentence(report: dict) -> str:
@@ -144,8 +144,13 @@ def verdict_sentence(report: dict) -> str:
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
-    return (f"{report['scenario']['mechanism']['kind']} claims ε = {fmt_epsilon(claim['epsilon'])}{delta} {claim['model']} DP "
-            f"per {claim['unit']}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
+    if report["verdict"] == "no_claim":
+        return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; {best} measures leakage "
+                f"ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % confidence "
+                f"(ceiling {ceiling}): no_claim.")
+    scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
+            f"per {claim['unit']}{scope}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
             f"confidence (ceiling {ceiling}): {report['verdict']}.")
 
 
@@ -159,13 +164,18 @@ def report_markdown(report: dict) -> str:
         "",
         md(report["summary"]),
         "",
-        f"**Verdict: {report['verdict']}** — the claim is "
-        + ("contradicted: the mechanism is provably less private than it says."
+        f"**Verdict: {report['verdict']}** — "
+        + ("the mechanism claims nothing: ε_LB is the leakage measured, and the p-values test \"no leakage "
+           "at all\" (ε = 0)." if report["verdict"] == "no_claim" else
+           "the claim is contradicted: the mechanism is provably less private than it says."
            if report["verdict"] == "violated" else
-           "not contradicted by this audit (an audit can never prove privacy)."),
+           "the claim is not contradicted by this audit (an audit can never prove privacy)."),
         "",
-        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; claim ({fmt_epsilon(claim['epsilon'])}, {claim['delta']:g})-DP, "
-        f"{claim['model']} model, per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view",
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
+        + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
+           f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
+           if claim["epsilon"] is not None else "no privacy claim")
+        + f"; the attacks read the `{audit['view']}` view",
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
         f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
         f"(design `{audit['design']}`)",
@@ -184,7 +194,7 @@ def report_markdown(report: dict) -> str:
         c = t["counts"]
         counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
                   else f"{c['v']}/{c['r']} guesses right of {c['m']}")
-        lines.append(f"| {md(t['name'])} | {fmt_epsilon(t['claim']['epsilon'])} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
                      f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
     lines += [
@@ -197,7 +207,8 @@ def report_markdown(report: dict) -> str:
         f"| time | users seen | {md(util['metric'])} |",
         "|---:|---:|---:|",
     ]
-    lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p['accuracy'])} |" for p in util["curve"]]
+    value = "covariance_error" if "covariance_error" in util else "accuracy"
+    lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p.get(value))} |" for p in util["curve"]]
     w = report["world"]
     lines += ["", f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
               f"arrived, {w['users_answered']:,} answered, "
@@ -260,7 +271,7 @@ def _plot_accuracy(report: dict, path: Path) -> None:
     axes[0].set_ylabel("item clustering accuracy")
     axes[0].set_ylim(0, 1.02)
     fig.suptitle(f"{report['scenario']['name']}: {report['scenario']['mechanism']['kind']}, "
-                 f"ε = {fmt_epsilon(report['claim']['epsilon'])}")
+                 f"ε = {claim_epsilon(report['claim']['epsilon'])}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -432,13 +443,16 @@ def report_figures(report: dict, tests) -> list[dict]:
     """Every figure of one run's HTML report."""
     claim = report["claim"]
     shown = min(len(report["tests"]), MAX_ROC_CURVES)
+    claimed = claim["epsilon"] is not None
     figures = [
         figure("Attack ROC", plots.roc_figure(roc_curves(report, tests), claim),
                f"Each test's true against false positive rate over all its runs ({shown} strongest of "
-               f"{len(report['tests'])} tests), log–log. No ({fmt_epsilon(claim['epsilon'])}, {claim['delta']:g})-DP "
-               "mechanism can put a point above the black boundary; points that do, beyond sampling error, "
-               "contradict the claim. Dashed: the boundary at each test's ε_LB."),
-        None if claim["epsilon"] is None else figure("ε lower bounds against the claim",
+               f"{len(report['tests'])} tests), log–log. "
+               + (f"No ({claim['epsilon']:g}, {claim['delta']:g})-DP mechanism can put a point above the black "
+                  "boundary; points that do, beyond sampling error, contradict the claim. " if claimed else
+                  "The mechanism claims nothing (no claimed boundary). ")
+               + "Dashed: the boundary at each test's ε_LB."),
+        None if not claimed else figure("ε lower bounds against the claim",
                plots.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
                                       "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
                                       "confidence": t["confidence"], "verdict": t["verdict"]}

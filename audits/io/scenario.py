@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import typing
 from pathlib import Path
@@ -128,6 +129,9 @@ class AuditConfig(BaseModel):
     targets: int = Field(1, ge=1, description="target users audited, each a test (Holm-corrected)")
     block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
     target_candidates: int = Field(64, ge=1)
+    insert_tick: int | None = Field(None, ge=1, description="full_runs: the query tick (1, 2, ...) at which the "
+                                    "target arrives (default 1); e.g. mid-stream, to audit a continual release "
+                                    "around the target's arrival")
     view: Literal["messages", "releases", "others", "target"] | None = Field(
         None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
                           "target for a joint claim, is a negative control that should be violated)")
@@ -274,6 +278,11 @@ class Scenario(BaseModel):
             build_estimator(self.audit).check_claim(claim)
         except EstimatorError as exc:
             raise ParameterError("audit", f"{exc.field}: {exc}") from None
+        _check_insert_tick(self.audit, churn)
+        ticks = getattr(mechanism, "ticks", None)
+        if ticks is not None and self.panel is None and _query_ticks(churn) > ticks:
+            raise ParameterError("mechanism.ticks", f"the run has {_query_ticks(churn)} query ticks (horizon / "
+                                                    f"query_interval) but the server's stream holds {ticks}")
         try:
             DESIGNS[self.audit.design_name]().check(mechanism, claim, churn, self.audit.trials)
         except DesignError as exc:
@@ -309,6 +318,24 @@ class Scenario(BaseModel):
         """A hash of everything that determines the results (not the executor)."""
         data = self.model_dump(mode="json", exclude={"executor", "description", "limits"})  # includes sweep
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _query_ticks(churn) -> int:
+    return int(math.floor(churn.horizon / churn.query_interval + 1e-9))
+
+
+def _check_insert_tick(audit: AuditConfig, churn) -> None:
+    """``audit.insert_tick`` is for full_runs, and must leave the target room for all its answers."""
+    if audit.insert_tick is None:
+        return
+    if audit.design_name != "full_runs":
+        raise ParameterError("audit.insert_tick", f"only design full_runs inserts its target at a chosen tick "
+                                                  f"(design is {audit.design_name})")
+    last = _query_ticks(churn) - churn.queries_per_user + 1
+    if audit.insert_tick > last:
+        raise ParameterError("audit.insert_tick", f"{audit.insert_tick} is too late: the run has "
+                                                  f"{_query_ticks(churn)} query ticks and the target must answer "
+                                                  f"{churn.queries_per_user} (latest: {max(last, 0)})")
 
 
 def build(config: BaseModel, registry: dict[str, type], base_dir: Path | None = None):

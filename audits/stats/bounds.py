@@ -443,6 +443,23 @@ def split_epsilon_bound(
     s1 = _as_scores(scores1, "scores1")
     return heldout_epsilon_bound(*_split_sample(s0, s1, selection_fraction, rng), alpha, delta)
 
+def _counted_bound(scores0: np.ndarray, scores1: np.ndarray, threshold: float, direction: int, alpha: float,
+                   delta: float, strategy: str, test_alpha: float | None = None) -> BoundResult:
+    """The Clopper–Pearson bound of one fixed test counted on ``scores0``/``scores1``.
+
+    ``test_alpha`` is the level the test is counted at when it differs from the family's ``alpha``
+    (Bonferroni: ``alpha`` split over the grid).
+    """
+    test_alpha = alpha if test_alpha is None else test_alpha
+    fp, fn = threshold_counts(scores0, scores1, np.array([float(threshold)]), direction)
+    fp, fn = int(fp[0]), int(fn[0])
+    return BoundResult(
+        epsilon_lb=float(epsilon_lower_bound(fp, scores0.size, fn, scores1.size, test_alpha, delta)),
+        ceiling=float(ceiling(scores0.size, scores1.size, test_alpha, delta)),
+        alpha=float(alpha), delta=float(delta), method="clopper-pearson", threshold=float(threshold),
+        direction=int(direction), false_pos=fp, n_neg=int(scores0.size), false_neg=fn,
+        n_pos=int(scores1.size), strategy=strategy)
+
 
 def heldout_epsilon_bound(
     select0, select1, eval0, eval1, alpha: float, delta: float = 0.0, candidates: str = "all"
@@ -458,22 +475,7 @@ def heldout_epsilon_bound(
     sel0, sel1 = _as_scores(select0, "select0"), _as_scores(select1, "select1")
     e0, e1 = _as_scores(eval0, "eval0"), _as_scores(eval1, "eval1")
     threshold, direction = select_threshold(sel0, sel1, delta, alpha=alpha, candidates=candidates)
-    fp, fn = threshold_counts(e0, e1, np.array([threshold]), direction)
-    fp, fn = int(fp[0]), int(fn[0])
-    return BoundResult(
-        epsilon_lb=float(epsilon_lower_bound(fp, e0.size, fn, e1.size, alpha, delta)),
-        ceiling=float(ceiling(e0.size, e1.size, alpha, delta)),
-        alpha=float(alpha),
-        delta=float(delta),
-        method="clopper-pearson",
-        threshold=float(threshold),
-        direction=int(direction),
-        false_pos=fp,
-        n_neg=int(e0.size),
-        false_neg=fn,
-        n_pos=int(e1.size),
-        strategy="split",
-    )
+    return _counted_bound(e0, e1, threshold, direction, alpha, delta, "split")
 
 
 
@@ -496,22 +498,7 @@ def fixed_threshold_epsilon_bound(
     direction = _check_direction(direction)
     s0 = _as_scores(scores0, "scores0")
     s1 = _as_scores(scores1, "scores1")
-    fp, fn = threshold_counts(s0, s1, np.array([float(threshold)]), direction)
-    fp, fn = int(fp[0]), int(fn[0])
-    return BoundResult(
-        epsilon_lb=float(epsilon_lower_bound(fp, s0.size, fn, s1.size, alpha, delta)),
-        ceiling=float(ceiling(s0.size, s1.size, alpha, delta)),
-        alpha=float(alpha),
-        delta=float(delta),
-        method="clopper-pearson",
-        threshold=float(threshold),
-        direction=direction,
-        false_pos=fp,
-        n_neg=int(s0.size),
-        false_neg=fn,
-        n_pos=int(s1.size),
-        strategy="explicit",
-    )
+    return _counted_bound(s0, s1, threshold, direction, alpha, delta, "explicit")
 
 
 def bonferroni_epsilon_bound(
@@ -562,22 +549,9 @@ def bonferroni_epsilon_bound(
         fp, fn = _counts_sorted(s0, s1, grid, direction)
         eps = np.atleast_1d(epsilon_lower_bound(fp, s0.size, fn, s1.size, alpha_each, delta))
         j = int(np.argmax(eps))
-        candidates.append((float(eps[j]), float(grid[j]), direction, int(fp[j]), int(fn[j])))
-    eps, threshold, direction, fp, fn = max(candidates, key=lambda c: c[0])
-    return BoundResult(
-        epsilon_lb=eps,
-        ceiling=float(ceiling(s0.size, s1.size, alpha_each, delta)),
-        alpha=float(alpha),
-        delta=float(delta),
-        method="clopper-pearson",
-        threshold=threshold,
-        direction=direction,
-        false_pos=fp,
-        n_neg=int(s0.size),
-        false_neg=fn,
-        n_pos=int(s1.size),
-        strategy="bonferroni",
-    )
+        candidates.append((float(eps[j]), float(grid[j]), direction))
+    _, threshold, direction = max(candidates, key=lambda c: c[0])
+    return _counted_bound(s0, s1, threshold, direction, alpha, delta, "bonferroni", test_alpha=alpha_each)
 
 
 # --------------------------------------------------------------------------

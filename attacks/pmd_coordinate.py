@@ -1,0 +1,45 @@
+"""PMD single-coordinate attack: one released coordinate against the two worlds' rating of that item."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms import Protocol
+from simulator.neighbours import TargetPair
+from simulator.transcript import View
+
+from .base import Attack
+from .pmc_sign import message_rows
+
+
+@dataclass
+class PmdCoordinateAttack(Attack):
+    """Reads the messages view; looks at ONE coordinate per run: the first rated item where the worlds differ.
+
+    Score: ``|x_i − r₀_i| − |x_i − r₁_i|`` (closer to world 1's rating scores
+    higher). Under PMD every coordinate is uniform over the levels whatever the
+    rating, so this should show nothing. ``reconstruct``: the released level
+    itself as the guess of every rating.
+    """
+
+    name: str = field(default="pmd_coordinate", init=False, repr=False)
+    views = ("messages",)
+
+    @staticmethod
+    def reconstruct(messages: np.ndarray) -> np.ndarray:
+        return messages
+
+    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+        if view.kind != "messages":
+            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+        runs = message_rows(pair, view)
+        r0, r1 = pair.rows0.ratings[runs].toarray(), pair.rows1.ratings[runs].toarray()
+        differs = (r0 != r1) & (r0 != 0) & (r1 != 0)
+        if not differs.any(axis=1).all():
+            raise ValueError(f"attack {self.name}: some audited user has no rated item whose rating differs "
+                             "between the worlds")
+        item = np.argmax(differs, axis=1)
+        at = np.arange(len(runs))
+        x = view.messages[at, item]
+        return np.abs(x - r0[at, item]) - np.abs(x - r1[at, item])

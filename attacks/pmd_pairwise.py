@@ -1,0 +1,44 @@
+"""PMD pairwise reconstruction: the released candidate keeps the user's 2nd-order structure (by design)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms import Protocol
+from simulator.neighbours import TargetPair
+from simulator.transcript import View
+
+from .base import Attack
+from .pmc_sign import item_means_of, message_rows
+
+
+@dataclass
+class PmdPairwiseAttack(Attack):
+    """Reads the messages view. ``reconstruct``: the centred candidate ``a = x − μ``, whose products
+    ``sign(a_i a_j)`` guess ``sign((r_i − μ_i)(r_j − μ_j))``; given the public ``Σ``, the candidate
+    smoothed by it, ``a Σ`` (its noise off the model's item subspace damped).
+
+    Distinguishing score: ``(a·r₁')² / ‖r₁'‖² − (a·r₀')² / ‖r₀'‖²`` over the rated
+    items (``r_b' = r_b − μ`` in world b): PMD picks candidates aligned with ±r'.
+    """
+
+    name: str = field(default="pmd_pairwise", init=False, repr=False)
+    views = ("messages",)
+
+    @staticmethod
+    def reconstruct(messages: np.ndarray, mu: np.ndarray, sigma: np.ndarray | None = None) -> np.ndarray:
+        a = messages - mu
+        return a if sigma is None else a @ sigma
+
+    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+        if view.kind != "messages":
+            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+        mu, runs = item_means_of(view), message_rows(pair, view)
+        a = self.reconstruct(view.messages, mu)
+        out = []
+        for rows in (pair.rows0, pair.rows1):
+            dense = rows.ratings[runs].toarray()
+            target = np.where(dense != 0, dense - mu, 0.0)
+            out.append(np.sum(a * target, axis=1) ** 2 / np.maximum(np.sum(target ** 2, axis=1), 1e-12))
+        return out[1] - out[0]

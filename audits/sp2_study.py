@@ -1,0 +1,328 @@
+"""SP2 study: accuracy (RMSE, NDCG@10) of every SP2 method and baseline, and the server view's leakage.
+
+``python -m audits.sp2_study --out DIR`` writes ``sp2_study.md`` and
+``sp2_study.json``: for two worlds — a star-rating blockmodel
+(``simulator.population.StarSBMPopulation``) and a MovieLens-format file it
+writes from another one (read back by ``simulator.ratings``; ``--ratings
+PATH`` reads a real file, e.g. MovieLens-100K ``u.data``, instead) — and for
+each privacy allocation (H1 per user, H2 per item; Beta (2,2), (0.5,0.5),
+(5,1), (1,5)), the held-out RMSE and NDCG@10 of
+
+* ``all_public`` (MF on every training rating: the best case),
+* ``all_private`` (each user predicts its own mean rating),
+* ``only_public`` (MF on the public ratings, private ones dropped),
+* ``naive``, ``clustering``, ``joint`` (SP2: public MF, then on-device fine-tuning),
+* ``joint_only_public`` (the joint server model with top-R weights, no fine-tuning: joint's own baseline),
+
+and the ε lower bound of the audit of the server's view (scenario
+``scenarios/sp2.yaml`` re-run with that allocation) for the full download
+and for the leaky "fetch only my private items" client. It also records how
+the naive gain depends on the device's fine-tuning epochs (the paper's 20
+epochs overfit small private sets) and, with ``--surprise``, scikit-surprise's
+SVD on the same all-public split next to ours.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf, fit_joint_mf,
+                            joint_aux, naive_aux)
+from simulator.metrics import ndcg_at_k, rmse
+from simulator.population import StarSBMPopulation
+from simulator.ratings import load_ratings, write_population_file
+
+BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
+SCHEMES = ["H1", "H2"]
+METHODS = ["all_public", "all_private", "only_public", "naive", "clustering", "joint", "joint_only_public"]
+PAPER_H1 = {  # MovieLens RMSE, Table 2 of seed 001 (5-fold): only public, naive, clustering, joint
+    (2.0, 2.0): (0.9183, 0.9051, 0.9165, 0.9051), (0.5, 0.5): (0.925, 0.9072, 0.9146, 0.9072),
+    (5.0, 1.0): (0.9518, 0.9316, 0.9387, 0.9316), (1.0, 5.0): (0.9033, 0.8953, 0.9037, 0.8953)}
+
+
+@dataclass(frozen=True)
+class Split:
+    """Training ratings (sparse users x items) and held-out (user, item, rating) triples."""
+
+    train: sparse.csr_array
+    test_users: np.ndarray
+    test_items: np.ndarray
+    test_values: np.ndarray
+    rating_range: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    factors: int = 100
+    epochs: int = 20
+    lr: float = 0.005
+    reg: float = 0.02
+    init_std: float = 0.1
+    batch_size: int = 256
+    fine_tune_epochs: int = 20
+    clusters: int = 10
+    top_r: int = 3
+
+    @property
+    def mf(self) -> dict:
+        return dict(factors=self.factors, epochs=self.epochs, lr=self.lr, reg=self.reg, init_std=self.init_std,
+                    batch_size=self.batch_size)
+
+
+def star_world(n_users: int, n_items: int, per_user: int, seed: int) -> StarSBMPopulation:
+    """A blockmodel with 4 user and 5 item clusters whose block means spread over the 1..5 star scale."""
+    rng = np.random.default_rng(seed)
+    means = rng.uniform(1.5, 4.8, (4, 5))
+    stars = np.arange(1, 6)
+    p = np.exp(-0.5 * ((stars[None, None, :] - means[:, :, None]) / 0.9) ** 2)
+    p /= p.sum(axis=2, keepdims=True)
+    return StarSBMPopulation(n_items=n_items, ratings_per_user=per_user, user_cluster_weights=[0.4, 0.3, 0.2, 0.1],
+                             item_cluster_weights=[0.3, 0.25, 0.2, 0.15, 0.1], star_probability=p.tolist())
+
+
+def split_rows(ratings: sparse.csr_array, test_fraction: float, rng: np.random.Generator) -> Split:
+    coo = sparse.coo_array(ratings)
+    test = rng.random(coo.nnz) < test_fraction
+    train = sparse.csr_array((coo.data[~test], (coo.row[~test], coo.col[~test])), shape=ratings.shape)
+    return Split(train, coo.row[test].astype(np.int64), coo.col[test].astype(np.int64), coo.data[test],
+                 (float(coo.data.min()), float(coo.data.max())))
+
+
+def sbm_split(seed: int, n_users: int = 943, n_items: int = 1000, per_user: int = 100) -> Split:
+    population = star_world(n_users, n_items, per_user, seed)
+    rng = np.random.default_rng(seed)
+    _, rows = population.sample_users(n_users, population.catalogue(rng), rng)
+    return split_rows(rows.ratings, 0.2, rng)
+
+
+def file_split(path: Path, seed: int) -> Split:
+    data = load_ratings(path, test_fraction=0.2, seed=seed)
+    test = sparse.coo_array(data.test)
+    values = np.r_[data.train.data, test.data]
+    return Split(sparse.csr_array(data.train), test.row.astype(np.int64), test.col.astype(np.int64), test.data,
+                 (float(values.min()), float(values.max())))
+
+
+def write_movielens_file(path: Path, seed: int, n_users: int = 943, n_items: int = 1200, per_user: int = 80) -> Path:
+    """A MovieLens ``u.data``-format file sampled from a blockmodel (another seed and shape than the SBM world)."""
+    return write_population_file(path, star_world(n_users, n_items, per_user, seed + 1), n_users, seed=seed,
+                                 format="udata")
+
+
+def _coo(m: sparse.csr_array):
+    c = sparse.coo_array(m)
+    return c.row.astype(np.int64), c.col.astype(np.int64), c.data
+
+
+def _scores(split: Split, predicted: np.ndarray) -> dict:
+    lo, hi = split.rating_range
+    clipped = np.clip(predicted, lo, hi)
+    return {"rmse": rmse(clipped, split.test_values),
+            "ndcg10": ndcg_at_k(split.test_users, clipped, split.test_values, 10)}
+
+
+def device_predictions(device: DeviceModel, mu: float, item_bias: np.ndarray, item_factors: np.ndarray,
+                       users: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """The device's fine-tuned user terms with the scored items' factors (the paper's top-N' re-ranking)."""
+    return (mu + device.user_bias[users] + item_bias[items]
+            + np.einsum("ij,ij->i", device.user_factors[users], item_factors[items]))
+
+
+def evaluate_allocation(split: Split, private: sparse.csr_array, config: StudyConfig, seed: int,
+                        ablation_epochs: tuple[int, ...] = ()) -> dict:
+    """RMSE and NDCG@10 of every method for one private/public split of the training ratings."""
+    shape = split.train.shape
+    rng = np.random.default_rng(seed)
+    private_values = split.train.multiply(private.astype(float))
+    public_values = sparse.csr_array(split.train - private_values)
+    public_values.eliminate_zeros()
+    u_pub, i_pub, r_pub = _coo(public_values)
+    u_prv, i_prv, r_prv = _coo(sparse.csr_array(private_values))
+    tu, ti = split.test_users, split.test_items
+    out = {}
+    model = fit_biased_mf(u_pub, i_pub, r_pub, shape, rng, **config.mf)
+    out["only_public"] = _scores(split, model.predict(tu, ti))
+    tune = dict(epochs=config.fine_tune_epochs, lr=config.lr, reg=config.reg)
+    naive = fine_tune(naive_aux(model), model.user_factors, model.user_bias, u_prv, i_prv, r_prv, rng, **tune)
+    out["naive"] = _scores(split, naive.predict(naive_aux(model), tu, ti))
+    clustered = clustering_aux(model, config.clusters, rng)
+    device = fine_tune(clustered, model.user_factors, model.user_bias, u_prv, i_prv, r_prv, rng, **tune)
+    out["clustering"] = _scores(split, device_predictions(device, model.mu, model.item_bias, model.item_factors,
+                                                          tu, ti))
+    joint = fit_joint_mf(u_pub, i_pub, r_pub, shape, rng, clusters=config.clusters, **config.mf)
+    aux = joint_aux(joint, config.top_r)
+    out["joint_only_public"] = _scores(split, joint.mu + joint.user_bias[tu] + aux.slot_bias[ti]
+                                       + np.einsum("ij,ij->i", joint.user_factors[tu], aux.slot_factors[ti]))
+    device = fine_tune(aux, joint.user_factors, joint.user_bias, u_prv, i_prv, r_prv, rng, **tune)
+    out["joint"] = _scores(split, device.predict(aux, tu, ti))
+    out["private_fraction"] = private.nnz / max(split.train.nnz, 1)
+    if ablation_epochs:
+        out["naive_by_fine_tune_epochs"] = {
+            str(e): _scores(split, fine_tune(naive_aux(model), model.user_factors, model.user_bias, u_prv, i_prv,
+                                             r_prv, np.random.default_rng(seed), epochs=e, lr=config.lr,
+                                             reg=config.reg).predict(naive_aux(model), tu, ti))["rmse"]
+            for e in ablation_epochs}
+    return out
+
+
+def baselines(split: Split, config: StudyConfig, seed: int) -> dict:
+    """The allocation-free baselines: everything public (MF) and everything private (per-user mean)."""
+    u, i, r = _coo(split.train)
+    model = fit_biased_mf(u, i, r, split.train.shape, np.random.default_rng(seed), **config.mf)
+    counts = np.bincount(u, minlength=split.train.shape[0])
+    means = np.where(counts > 0, np.bincount(u, weights=r, minlength=counts.size) / np.maximum(counts, 1), r.mean())
+    return {"all_public": _scores(split, model.predict(split.test_users, split.test_items)),
+            "all_private": _scores(split, means[split.test_users])}
+
+
+def surprise_rmse(split: Split, config: StudyConfig, seed: int) -> float | None:
+    """scikit-surprise's SVD (same hyper-parameters) on the all-public split; None when it is not installed."""
+    try:
+        import pandas as pd
+        from surprise import SVD, Dataset, Reader
+    except ImportError:
+        return None
+    u, i, r = _coo(split.train)
+    frame = pd.DataFrame({"u": u, "i": i, "r": r})
+    data = Dataset.load_from_df(frame, Reader(rating_scale=split.rating_range))
+    algo = SVD(n_factors=config.factors, n_epochs=config.epochs, lr_all=config.lr, reg_all=config.reg,
+               init_std_dev=config.init_std, random_state=seed)
+    algo.fit(data.build_full_trainset())
+    predicted = np.array([algo.predict(int(a), int(b)).est for a, b in zip(split.test_users, split.test_items)])
+    return rmse(predicted, split.test_values)
+
+
+def ours_rmse(split: Split, config: StudyConfig, seed: int) -> float:
+    return baselines(split, config, seed)["all_public"]["rmse"]
+
+
+def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
+    """ε_LB of the server's view (scenarios/sp2*.yaml with this allocation): full download vs leaky client."""
+    from .io.scenario import load_scenario
+    from .runner import run_scenario
+
+    here = Path(__file__).resolve().parent.parent / "scenarios"
+    out = {}
+    for label, name in (("full", "sp2.yaml"), ("leaky", "sp2-leaky.yaml")):
+        scenario = load_scenario(here / name)
+        population = scenario.population.model_copy(update={"allocation": scheme, "privacy_beta": list(beta)})
+        audit = scenario.audit.model_copy(update={"trials": trials, "block_size": trials})
+        result = run_scenario(scenario.model_copy(update={"population": population, "audit": audit}),
+                              executor_kind="serial")
+        test = result.strongest
+        out[label] = {"epsilon_lb": test.bound.epsilon_lb, "ceiling": test.bound.ceiling, "verdict": result.verdict}
+    return out
+
+
+def run_study(out: Path, seed: int = 2021, ratings: Path | None = None, audit_trials: int = 100,
+              config: StudyConfig = StudyConfig(), surprise: bool = True, sbm_users: int = 943,
+              ablation_epochs: tuple[int, ...] = (0, 1, 3, 5, 10, 20), log=print) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    if ratings is None:
+        ratings = write_movielens_file(out / "generated_u.data", seed)
+    worlds = {"sbm_stars": sbm_split(seed, n_users=sbm_users), "ratings_file": file_split(ratings, seed)}
+    result = {"seed": seed, "config": config.__dict__, "ratings_file": str(ratings), "worlds": {}}
+    leakage = {}
+    if audit_trials:
+        for scheme in SCHEMES:
+            for beta in BETAS:
+                leakage[f"{scheme} {beta}"] = audit_leakage(scheme, beta, audit_trials)
+                log(f"audit {scheme} Beta{beta}: {leakage[f'{scheme} {beta}']}")
+    result["leakage"] = leakage
+    for wname, split in worlds.items():
+        started = time.perf_counter()
+        world = {"n_users": split.train.shape[0], "n_items": split.train.shape[1], "train": split.train.nnz,
+                 "test": split.test_values.size, "baselines": baselines(split, config, seed), "allocations": {}}
+        if surprise:
+            world["surprise_svd_rmse"] = surprise_rmse(split, config, seed)
+            world["ours_svd_rmse"] = world["baselines"]["all_public"]["rmse"]
+        for s, scheme in enumerate(SCHEMES):
+            for b, beta in enumerate(BETAS):
+                rng = np.random.default_rng([seed, s, b])
+                private = allocate_private(split.train, scheme, beta, rng)
+                world["allocations"][f"{scheme} {beta}"] = evaluate_allocation(
+                    split, private, config, seed + 10 * s + b, ablation_epochs)
+                log(f"{wname} {scheme} Beta{beta}: " + ", ".join(
+                    f"{m} {world['allocations'][f'{scheme} {beta}'][m]['rmse']:.4f}"
+                    for m in ("only_public", "naive", "clustering", "joint")))
+        world["seconds"] = time.perf_counter() - started
+        result["worlds"][wname] = world
+    (out / "sp2_study.json").write_text(json.dumps(result, indent=2, default=float))
+    (out / "sp2_study.md").write_text(markdown(result))
+    return result
+
+
+def _fmt(x) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+
+def markdown(result: dict) -> str:
+    lines = ["# SP2 study (seed 001): accuracy and server-view leakage", ""]
+    lines += [f"Seed {result['seed']}; MF {result['config']}.", ""]
+    for wname, world in result["worlds"].items():
+        lines += [f"## {wname}: {world['n_users']} users, {world['n_items']} items, {world['train']} training "
+                  f"and {world['test']} held-out ratings", ""]
+        base = world["baselines"]
+        lines += [f"All public (MF on every rating): RMSE {_fmt(base['all_public']['rmse'])}, NDCG@10 "
+                  f"{_fmt(base['all_public']['ndcg10'])}; all private (per-user mean): RMSE "
+                  f"{_fmt(base['all_private']['rmse'])}, NDCG@10 {_fmt(base['all_private']['ndcg10'])}."]
+        if "surprise_svd_rmse" in world:
+            lines += [f"Base MF check, all-public split: ours {_fmt(world['ours_svd_rmse'])}, scikit-surprise SVD "
+                      f"{_fmt(world['surprise_svd_rmse'])}."]
+        lines += ["", "| allocation | private share | only public | naive | clustering | joint | joint, no "
+                      "fine-tuning | naive gain | ε_LB full | ε_LB leaky (ceiling) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for key, row in world["allocations"].items():
+            leak = result["leakage"].get(key, {})
+            full, leaky = leak.get("full", {}), leak.get("leaky", {})
+            cells = [f"{_fmt(row[m]['rmse'])} / {_fmt(row[m]['ndcg10'])}"
+                     for m in ("only_public", "naive", "clustering", "joint", "joint_only_public")]
+            gain = row["only_public"]["rmse"] - row["naive"]["rmse"]
+            lines.append(f"| {key} | {row['private_fraction']:.2f} | " + " | ".join(cells) + f" | {gain:+.4f} | "
+                         f"{_fmt(full.get('epsilon_lb'))} | {_fmt(leaky.get('epsilon_lb'))} "
+                         f"({_fmt(leaky.get('ceiling'))}) |")
+        lines += ["", "Cells are RMSE / NDCG@10 on held-out ratings; naive gain = RMSE(only public) − RMSE(naive)."]
+        ablation = {k: v["naive_by_fine_tune_epochs"] for k, v in world["allocations"].items()
+                    if "naive_by_fine_tune_epochs" in v}
+        if ablation:
+            epochs = list(next(iter(ablation.values())))
+            lines += ["", "Naive RMSE by the device's fine-tuning epochs (0 = only public):", "",
+                      "| allocation | " + " | ".join(epochs) + " |", "|---" * (len(epochs) + 1) + "|"]
+            lines += [f"| {k} | " + " | ".join(_fmt(v[e]) for e in epochs) + " |" for k, v in ablation.items()]
+        lines.append("")
+    lines += ["Paper (MovieLens-100K, H1, RMSE: only public / naive / clustering / joint): " + "; ".join(
+        f"Beta{b}: " + " / ".join(f"{x:.4f}" for x in v) for b, v in PAPER_H1.items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audits.sp2_study", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for sp2_study.md / .json")
+    parser.add_argument("--seed", type=int, default=2021)
+    parser.add_argument("--ratings", type=Path, default=None,
+                        help="a ratings file (e.g. MovieLens u.data) instead of the generated one")
+    parser.add_argument("--audit-trials", type=int, default=100,
+                        help="runs per world of each leakage audit (0: skip the audits)")
+    parser.add_argument("--fine-tune-epochs", type=int, default=20)
+    parser.add_argument("--factors", type=int, default=100, help="MF factors (Surprise's default 100)")
+    parser.add_argument("--clusters", type=int, default=10, help="k-means clusters / joint centres")
+    parser.add_argument("--sbm-users", type=int, default=943)
+    parser.add_argument("--no-surprise", action="store_true", help="skip the scikit-surprise comparison")
+    args = parser.parse_args(argv)
+    config = StudyConfig(factors=args.factors, fine_tune_epochs=args.fine_tune_epochs, clusters=args.clusters)
+    result = run_study(args.out, args.seed, args.ratings, args.audit_trials, config, not args.no_surprise,
+                       args.sbm_users, log=lambda m: print(m, file=sys.stderr))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
