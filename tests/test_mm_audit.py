@@ -124,3 +124,12 @@ def test_canaries_in_one_run(tmp_path, view, verdict):
                                                            "audit.view": view}))
     assert result.world["canaries"] == 200
     assert result.verdict == verdict, [t.estimate.epsilon_lb for t in result.tests]
+
+
+def test_the_rmse_figure_is_a_png():
+    from audits.io import plots
+
+    rows = [{"mechanism": "frank_wolfe", "epsilon": None, "rmse": 0.01, "zero_rmse": 0.3},
+            *({"mechanism": m, "epsilon": e, "rmse": r} for m, e, r in
+              [("a", 1.0, 0.2), ("a", 1.0, 0.25), ("a", 5.0, 0.1), ("b", 1.0, 0.05), ("b", 5.0, 0.04)])]
+    assert plots.rmse_figure(rows, "RMSE")[:8] == b"\x89PNG\r\n\x1a\n"

@@ -258,3 +258,34 @@ def sweep_figure(report: dict) -> bytes:
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     return _png(fig)
+
+
+def rmse_figure(rows: list[dict], title: str) -> bytes:
+    """Held-out RMSE against ε per mechanism (mean over seeds, bars min–max), non-private FW as a line.
+
+    ``rows``: ``mechanism``, ``epsilon`` (None for the non-private baseline), ``rmse``.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.2, 4.6))
+    base = [r["rmse"] for r in rows if r["epsilon"] is None and r["rmse"] is not None]
+    names = list(dict.fromkeys(r["mechanism"] for r in rows if r["epsilon"] is not None))
+    for i, name in enumerate(names):
+        eps = sorted({r["epsilon"] for r in rows if r["mechanism"] == name})
+        values = [[r["rmse"] for r in rows if r["mechanism"] == name and r["epsilon"] == e] for e in eps]
+        mean = np.array([np.mean(v) for v in values])
+        low, high = mean - np.array([min(v) for v in values]), np.array([max(v) for v in values]) - mean
+        ax.errorbar(eps, mean, yerr=[low, high], fmt="o-", color=f"C{i % 10}", capsize=3, label=one_line(name))
+    if base:
+        ax.axhline(float(np.mean(base)), color="k", ls="--", lw=1, label="non-private Frank-Wolfe")
+    zero = [r["zero_rmse"] for r in rows if r.get("zero_rmse") is not None]
+    if zero:
+        ax.axhline(float(np.mean(zero)), color="0.5", ls=":", lw=1, label="predicting 0")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε (δ = 1e-6)")
+    ax.set_ylabel("held-out RMSE")
+    ax.set_title(one_line(title, 90), fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
