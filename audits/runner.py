@@ -32,7 +32,7 @@ from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.bounds import holm_adjust
 from .stats.estimators import Estimate
-from .utility import accuracy_curve, completion_rmse, covariance_error, presence_timeline, utility_reference
+from .utility import measure_utility, presence_timeline, recording_needs
 
 
 @dataclass
@@ -122,17 +122,12 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
                    cfg.insert_tick or 1)
 
     inserted = design.inserts(job, policy, cfg.trials)
-    matrix = getattr(population, "matrix", None)  # a panel with held-out ratings: utility is their RMSE
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
-    keep_outputs = (matrix is not None and matrix.test is not None) or job.view == "others"
-    covariance = getattr(mechanism, "publishes", None) == "covariance"  # utility needs every message
-    recorder = _ProgressRecorder(report, churn.horizon, outputs="all" if keep_outputs else "watched",
-                                 messages="all" if covariance else "watched")
+    recorder = _ProgressRecorder(report, churn.horizon, **recording_needs(mechanism, population, job.view))
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
-    reference, metric, reference_note = utility_reference(population, catalogue)
-    curve = accuracy_curve(transcript, reference)
+    utility = measure_utility(mechanism, population, catalogue, transcript)
     world_seconds = time.time() - started
 
     progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume,
@@ -148,12 +143,6 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
                   estimator, claim, cfg.alpha)
     verdict = overall_verdict(tests, claim)
 
-    final = curve[-1] if curve else {"accuracy": None}
-    utility = {"metric": metric, "reference": reference_note, "final_accuracy": final["accuracy"], "curve": curve}
-    if matrix is not None and matrix.test is not None and transcript.outputs is not None:
-        utility = completion_rmse(transcript, matrix.test)
-    if covariance:
-        utility = covariance_error(transcript)
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
              "answers": int(transcript.answer_user.size), "canaries": int(transcript.inserted.size),
              "releases": len(transcript.releases), "n_items": catalogue.n_items,

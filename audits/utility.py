@@ -116,6 +116,28 @@ def utility_reference(population, catalogue) -> tuple[np.ndarray | None, str, st
     return kmeans_1d(rates(), catalogue.n_item_clusters), AGREEMENT_METRIC, AGREEMENT_REFERENCE
 
 
+def recording_needs(mechanism, population, view: str) -> dict:
+    """What the recorder must keep for the utility (and the ``others`` view): outputs and messages."""
+    matrix = getattr(population, "matrix", None)
+    held_out = matrix is not None and matrix.test is not None
+    return {"outputs": "all" if held_out or view == "others" else "watched",
+            "messages": "all" if getattr(mechanism, "publishes", None) == "covariance" else "watched"}
+
+
+def measure_utility(mechanism, population, catalogue, transcript: Transcript) -> dict:
+    """The run's utility, chosen by what it publishes: a covariance server's relative error, a panel's
+    held-out RMSE, or else the item clustering's accuracy against the truth (or agreement on a file)."""
+    if getattr(mechanism, "publishes", None) == "covariance":
+        return covariance_error(transcript)
+    matrix = getattr(population, "matrix", None)
+    if matrix is not None and matrix.test is not None and transcript.outputs is not None:
+        return completion_rmse(transcript, matrix.test)
+    reference, metric, reference_note = utility_reference(population, catalogue)
+    curve = accuracy_curve(transcript, reference)
+    return {"metric": metric, "reference": reference_note,
+            "final_accuracy": curve[-1]["accuracy"] if curve else None, "curve": curve}
+
+
 def presence_timeline(transcript: Transcript, horizon: float, points: int = 101) -> dict:
     """Users present (arrived, not yet left) at ``points`` evenly spaced times over ``[0, horizon]``."""
     times = np.linspace(0.0, horizon, points)
