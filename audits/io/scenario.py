@@ -222,6 +222,46 @@ class SweepConfig(BaseModel):
                                           "N^2/(w (e^eps - 1)^2), N log N")
 
 
+class GridConfig(BaseModel):
+    """Held-out utility and ε_LB against ε: the scenario's mechanism and ``compare`` at every ε of ``epsilons``
+    (each point an ordinary run of the same world and seed), ``reference`` mechanisms run once as they are
+    (e.g. non-private ``frank_wolfe``). Run by ``recaudit grid``."""
+
+    model_config = STRICT
+    epsilons: list[float] = Field(min_length=1, description="the ε of every point (replaces each mechanism's "
+                                                            "epsilon)")
+    compare: list[MechanismConfig] = Field(default_factory=list,
+                                           description="more mechanisms run at every ε beside the scenario's "
+                                                       "(without epsilon: the grid sets it)")
+    reference: list[MechanismConfig] = Field(default_factory=list,
+                                             description="mechanisms run once, as written (the baseline line)")
+
+    @field_validator("epsilons")
+    @classmethod
+    def _positive_distinct(cls, epsilons: list[float]) -> list[float]:
+        if any(e <= 0 for e in epsilons):
+            raise ValueError("every ε must be > 0")
+        if len(set(epsilons)) != len(epsilons):
+            raise ValueError("ε values must be distinct")
+        return epsilons
+
+    @field_validator("compare", mode="before")
+    @classmethod
+    def _epsilon_from_the_grid(cls, compare: Any, info: ValidationInfo) -> Any:
+        """Each compare mechanism gets the grid's first ε to validate with (every ε is checked per point)."""
+        if not isinstance(compare, list):
+            return compare
+        first = (info.data.get("epsilons") or [1.0])[0]
+        filled = []
+        for i, mechanism in enumerate(compare):
+            if isinstance(mechanism, dict):
+                if "epsilon" in mechanism:
+                    raise ParameterError(f"{i}.epsilon", "set by grid.epsilons; leave it out")
+                mechanism = mechanism | {"epsilon": first}
+            filled.append(mechanism)
+        return filled
+
+
 class Scenario(BaseModel):
     """A whole run: the world, the mechanism, the adversary and the audit."""
 
@@ -238,6 +278,7 @@ class Scenario(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sweep: SweepConfig | None = None
+    grid: GridConfig | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("name")
@@ -314,10 +355,65 @@ class Scenario(BaseModel):
                                                       f"{where}: {problem['msg']}") from None
         return self
 
+    @model_validator(mode="after")
+    def _grid_points_are_valid(self, info: ValidationInfo) -> "Scenario":
+        """Every point of the grid must itself be a valid scenario, checked before any work."""
+        if self.grid is None:
+            return self
+        seen: dict[str, str] = {}
+        for point in grid_points(self):
+            if point.name in seen:
+                raise ParameterError(point.field, f"runs into the same folder {point.name}/ as {seen[point.name]} "
+                                                  "(each mechanism kind once per ε)")
+            seen[point.name] = point.field
+            try:
+                Scenario.model_validate(point.data, context=info.context)
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"])
+                field = getattr((problem.get("ctx") or {}).get("error"), "field", None)
+                where = ".".join(filter(None, [where, field])) or "scenario"
+                eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
+                raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
+                                                  f"{problem['msg']}") from None
+        return self
+
     def fingerprint(self) -> str:
         """A hash of everything that determines the results (not the executor)."""
         data = self.model_dump(mode="json", exclude={"executor", "description", "limits"})  # includes sweep
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class GridPoint:
+    """One run of a grid: its folder name, the field that defines it, and the scenario data it runs."""
+
+    name: str
+    field: str  # e.g. grid.compare.0 (for error messages)
+    kind: str
+    epsilon: float | None  # None: a reference, run as written
+    data: dict
+
+
+def grid_points(scenario: "Scenario") -> list[GridPoint]:
+    """The grid's points: every (mechanism, ε) then every reference, each as ordinary scenario data."""
+    grid = scenario.grid
+    base = scenario.model_dump(mode="json", exclude={"grid", "sweep"})
+    contenders = [("mechanism", scenario.mechanism)] + [(f"grid.compare.{i}", m) for i, m in enumerate(grid.compare)]
+    points = []
+    for eps in grid.epsilons:
+        for field, mechanism in contenders:
+            if "epsilon" not in type(mechanism).model_fields:
+                raise ParameterError(field, f"{mechanism.kind} has no epsilon to vary; list it under grid.reference")
+            name = f"{mechanism.kind}-eps{eps:g}"
+            config = mechanism.model_dump(mode="json") | {"epsilon": eps}
+            points.append(GridPoint(name, field, mechanism.kind, eps,
+                                    base | {"name": f"{scenario.name}-{name}"[:100], "mechanism": config}))
+    for i, mechanism in enumerate(grid.reference):
+        points.append(GridPoint(mechanism.kind, f"grid.reference.{i}", mechanism.kind, None,
+                                base | {"name": f"{scenario.name}-{mechanism.kind}"[:100],
+                                        "mechanism": mechanism.model_dump(mode="json")}))
+    return points
 
 
 def _query_ticks(churn) -> int:
