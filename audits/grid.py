@@ -17,7 +17,7 @@ from typing import Callable
 
 from .io.compare import write_comparison
 from .io.scenario import Scenario, grid_points
-from .io.store import hold_folder
+from .io.store import ProgressMismatch, hold_folder
 
 
 def point_scenarios(scenario: Scenario) -> list[tuple[str, Scenario]]:
@@ -41,6 +41,17 @@ def finished(run_dir: Path, scenario: Scenario) -> bool:
         return False
 
 
+def _check_stamp(run_dir: Path, scenario: Scenario) -> None:
+    stamp = run_dir / "progress" / "fingerprint.json"
+    try:
+        saved = json.loads(stamp.read_text())
+    except (OSError, ValueError):  # absent or damaged: the point's own run decides
+        return
+    if saved != {"fingerprint": scenario.fingerprint()}:
+        raise ProgressMismatch(f"{run_dir}: saved progress belongs to another scenario or seed ({saved} != "
+                               f"{ {'fingerprint': scenario.fingerprint()} }); remove it or run without --resume")
+
+
 def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_kind: str | None = None,
              workers: int | None = None, report: Callable[[str], None] = lambda _: None) -> list[dict]:
     """Run every point of ``scenario.grid`` into ``out_dir`` and write the comparison there; returns its rows."""
@@ -49,6 +60,9 @@ def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_k
 
     points = point_scenarios(scenario)
     with hold_folder(out_dir):
+        if resume:  # a folder of another grid is refused before any work, as `recaudit run --resume` does
+            for name, point in points:
+                _check_stamp(out_dir / name, point)
         for k, (name, point) in enumerate(points, 1):
             run_dir = out_dir / name
             if resume and finished(run_dir, point):

@@ -235,6 +235,9 @@ class GridConfig(BaseModel):
                                                        "(without epsilon: the grid sets it)")
     reference: list[MechanismConfig] = Field(default_factory=list,
                                              description="mechanisms run once, as written (the baseline line)")
+    attacks: dict[str, list[AttackConfig]] = Field(
+        default_factory=dict, description="the attacks of a mechanism kind's points, instead of the scenario's "
+                                          "attack (e.g. {mcsherry_mironov: [{kind: covariance_projection}]})")
 
     @field_validator("epsilons")
     @classmethod
@@ -360,6 +363,11 @@ class Scenario(BaseModel):
         """Every point of the grid must itself be a valid scenario, checked before any work."""
         if self.grid is None:
             return self
+        kinds = {self.mechanism.kind} | {m.kind for m in self.grid.compare + self.grid.reference}
+        for kind in self.grid.attacks:
+            if kind not in kinds:
+                raise ParameterError(f"grid.attacks.{kind}", f"no mechanism of the grid is {kind!r} (the grid's: "
+                                                             f"{', '.join(sorted(kinds))})")
         seen: dict[str, str] = {}
         for point in grid_points(self):
             if point.name in seen:
@@ -371,11 +379,11 @@ class Scenario(BaseModel):
             except ValidationError as exc:
                 problem = exc.errors()[0]
                 where = ".".join(str(p) for p in problem["loc"])
-                field = getattr((problem.get("ctx") or {}).get("error"), "field", None)
-                where = ".".join(filter(None, [where, field])) or "scenario"
+                error = (problem.get("ctx") or {}).get("error")
+                where = ".".join(filter(None, [where, getattr(error, "field", None)])) or "scenario"
                 eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
                 raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
-                                                  f"{problem['msg']}") from None
+                                                  f"{error if error is not None else problem['msg']}") from None
         return self
 
     def fingerprint(self) -> str:
@@ -399,6 +407,12 @@ def grid_points(scenario: "Scenario") -> list[GridPoint]:
     """The grid's points: every (mechanism, ε) then every reference, each as ordinary scenario data."""
     grid = scenario.grid
     base = scenario.model_dump(mode="json", exclude={"grid", "sweep"})
+
+    def data(name: str, mechanism) -> dict:
+        attack = grid.attacks.get(mechanism.kind)
+        return base | {"name": f"{scenario.name}-{name}"[:100], "mechanism": mechanism.model_dump(mode="json")} | (
+            {} if attack is None else {"attack": [a.model_dump(mode="json") for a in attack]})
+
     contenders = [("mechanism", scenario.mechanism)] + [(f"grid.compare.{i}", m) for i, m in enumerate(grid.compare)]
     points = []
     for eps in grid.epsilons:
@@ -406,13 +420,11 @@ def grid_points(scenario: "Scenario") -> list[GridPoint]:
             if "epsilon" not in type(mechanism).model_fields:
                 raise ParameterError(field, f"{mechanism.kind} has no epsilon to vary; list it under grid.reference")
             name = f"{mechanism.kind}-eps{eps:g}"
-            config = mechanism.model_dump(mode="json") | {"epsilon": eps}
             points.append(GridPoint(name, field, mechanism.kind, eps,
-                                    base | {"name": f"{scenario.name}-{name}"[:100], "mechanism": config}))
+                                    data(name, mechanism.model_copy(update={"epsilon": eps}))))
     for i, mechanism in enumerate(grid.reference):
         points.append(GridPoint(mechanism.kind, f"grid.reference.{i}", mechanism.kind, None,
-                                base | {"name": f"{scenario.name}-{mechanism.kind}"[:100],
-                                        "mechanism": mechanism.model_dump(mode="json")}))
+                                data(mechanism.kind, mechanism)))
     return points
 
 
