@@ -51,6 +51,10 @@ def test_points_are_the_scenario_with_one_mechanism_each(write_scenario):
     assert points[0].data["attack"] == [{"kind": "subspace_alignment"}]
     assert points[-1].data["attack"] == [{"kind": "unpublished_direction"}]  # grid.attacks replaces it
     assert points[-1].data["mechanism"]["nuclear_scale"] == 0.8
+    data["grid"]["reference"].append(data["grid"]["reference"][0] | {"row_bound": 1.0})
+    twice = grid_points(load_scenario(write_scenario(data)))
+    assert [p.name for p in twice[-2:]] == ["frank_wolfe-0", "frank_wolfe-1"]  # a repeated kind gets its index
+    assert twice[-1].data["mechanism"]["row_bound"] == 1.0 and twice[-1].data["name"] == "tiny-grid-frank_wolfe-1"
 
 
 def _validate(capsys, write_scenario, data) -> tuple[int, str, str]:
@@ -136,7 +140,7 @@ def test_every_point_is_an_ordinary_run_and_the_comparison_has_one_row_each(grid
     assert "## Held-out RMSE against ε" in markdown
     eps4 = next(line for line in markdown.splitlines() if line.startswith("| 4 |"))
     assert eps4 == f"| 4 | {rows[2]['rmse']:.4g} | {rows[3]['rmse']:.4g} |"
-    assert f"frank\\_wolfe (claims nothing): {rows[-1]['rmse']:.4g}" in markdown
+    assert f"- frank\\_wolfe (frank\\_wolfe, claims nothing): {rows[-1]['rmse']:.4g}" in markdown
     html = (out / "compare.html").read_text()
     assert "Held-out RMSE against ε" in html and "ε lower bounds against the claims" in html
 
@@ -168,10 +172,10 @@ def test_same_seed_same_comparison_and_resume_reruns_only_what_is_missing(grid_r
     assert before == {n: (again / n / "report.json").stat().st_mtime_ns for n in POINTS}
 
 
-def test_the_shipped_grid_is_valid_and_has_thirteen_points():
+def test_the_shipped_grid_is_valid_and_has_its_fourteen_points():
     scenario = load_scenario(SHIPPED)
     points = grid_points(scenario)
-    assert len(points) == 13 and points[-1].name == "frank_wolfe"
+    assert len(points) == 14 and [p.name for p in points[-2:]] == ["frank_wolfe-0", "frank_wolfe-1"]
     assert sorted({p.epsilon for p in points if p.epsilon is not None}) == [0.5, 1, 2, 5]
     assert {p.kind for p in points} == {"private_frank_wolfe", "private_projected_gradient", "mcsherry_mironov",
                                         "frank_wolfe"}

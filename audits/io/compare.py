@@ -88,7 +88,7 @@ def rmse_markdown(rows: list[dict]) -> list[str]:
     lines.append("")
     for r in rows:
         if r["claim"] is None and r.get("rmse") is not None:
-            lines.append(f"- {md(r['mechanism'])} (claims nothing): {r['rmse']:.4g}")
+            lines.append(f"- {md(r['run'])} ({md(r['mechanism'])}, claims nothing): {r['rmse']:.4g}")
     zero = next((r["zero_rmse"] for r in rows if r.get("zero_rmse") is not None), None)
     if zero is not None:
         lines.append(f"- predicting 0: {zero:.4g}")
@@ -101,9 +101,10 @@ def compare_figures(rows: list[dict]) -> list[dict]:
     figures = [
         figure("Held-out RMSE against ε",
                plots.rmse_figure([{"mechanism": r["mechanism"], "epsilon": r["epsilon"], "rmse": r["rmse"],
-                                   "zero_rmse": r["zero_rmse"]} for r in rmse], "held-out RMSE against ε"),
-               "Each mechanism's held-out RMSE at each claimed ε; the dashed line is the run(s) claiming nothing "
-               "(the non-private reference), the dotted one predicting 0.") if rmse else None,
+                                   "zero_rmse": r["zero_rmse"], "label": f"{r['run']} (claims nothing)"}
+                                  for r in rmse], "held-out RMSE against ε"),
+               "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
+               "(non-private references), the dotted one predicting 0.") if rmse else None,
         figure("ε lower bounds against the claims",
                plots.epsilon_figure([{"label": r["run"] if rmse else r["scenario"], "claim": r["claim"],
                                       "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],

@@ -261,13 +261,13 @@ def sweep_figure(report: dict) -> bytes:
 
 
 def rmse_figure(rows: list[dict], title: str) -> bytes:
-    """Held-out RMSE against ε per mechanism (mean over seeds, bars min–max), non-private FW as a line.
+    """Held-out RMSE against ε per mechanism (mean over seeds, bars min–max), baselines as lines.
 
-    ``rows``: ``mechanism``, ``epsilon`` (None for the non-private baseline), ``rmse``.
+    ``rows``: ``mechanism``, ``epsilon`` (None for a non-private baseline), ``rmse``; optional ``zero_rmse``,
+    and ``label`` naming a baseline's line (default: non-private Frank-Wolfe).
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
-    base = [r["rmse"] for r in rows if r["epsilon"] is None and r["rmse"] is not None]
     names = list(dict.fromkeys(r["mechanism"] for r in rows if r["epsilon"] is not None))
     for i, name in enumerate(names):
         eps = sorted({r["epsilon"] for r in rows if r["mechanism"] == name})
@@ -275,8 +275,14 @@ def rmse_figure(rows: list[dict], title: str) -> bytes:
         mean = np.array([np.mean(v) for v in values])
         low, high = mean - np.array([min(v) for v in values]), np.array([max(v) for v in values]) - mean
         ax.errorbar(eps, mean, yerr=[low, high], fmt="o-", color=f"C{i % 10}", capsize=3, label=one_line(name))
-    if base:
-        ax.axhline(float(np.mean(base)), color="k", ls="--", lw=1, label="non-private Frank-Wolfe")
+    # one line per baseline label (mean over its rows, e.g. seeds)
+    labels = list(dict.fromkeys(r.get("label", "non-private Frank-Wolfe") for r in rows
+                                if r["epsilon"] is None and r["rmse"] is not None))
+    for k, label in enumerate(labels):
+        mine = [r["rmse"] for r in rows if r["epsilon"] is None and r["rmse"] is not None
+                and r.get("label", "non-private Frank-Wolfe") == label]
+        ax.axhline(float(np.mean(mine)), color=str(0.35 * min(k, 2)), ls="--", dashes=(4 + 3 * k, 2), lw=1,
+                   label=one_line(label, 60))
     zero = [r["zero_rmse"] for r in rows if r.get("zero_rmse") is not None]
     if zero:
         ax.axhline(float(np.mean(zero)), color="0.5", ls=":", lw=1, label="predicting 0")

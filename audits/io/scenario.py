@@ -234,7 +234,8 @@ class GridConfig(BaseModel):
                                            description="more mechanisms run at every ε beside the scenario's "
                                                        "(without epsilon: the grid sets it)")
     reference: list[MechanismConfig] = Field(default_factory=list,
-                                             description="mechanisms run once, as written (the baseline line)")
+                                             description="mechanisms run once, as written (the baseline lines); "
+                                                         "folder <kind>, or <kind>-<index> when a kind repeats")
     attacks: dict[str, list[AttackConfig]] = Field(
         default_factory=dict, description="the attacks of a mechanism kind's points, instead of the scenario's "
                                           "attack (e.g. {mcsherry_mironov: [{kind: covariance_projection}]})")
@@ -422,9 +423,10 @@ def grid_points(scenario: "Scenario") -> list[GridPoint]:
             name = f"{mechanism.kind}-eps{eps:g}"
             points.append(GridPoint(name, field, mechanism.kind, eps,
                                     data(name, mechanism.model_copy(update={"epsilon": eps}))))
+    kinds = [m.kind for m in grid.reference]
     for i, mechanism in enumerate(grid.reference):
-        points.append(GridPoint(mechanism.kind, f"grid.reference.{i}", mechanism.kind, None,
-                                data(mechanism.kind, mechanism)))
+        name = mechanism.kind if kinds.count(mechanism.kind) == 1 else f"{mechanism.kind}-{i}"
+        points.append(GridPoint(name, f"grid.reference.{i}", mechanism.kind, None, data(name, mechanism)))
     return points
 
 
