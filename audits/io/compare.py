@@ -102,11 +102,11 @@ def compare_figures(rows: list[dict]) -> list[dict]:
         figure("Held-out RMSE against ε",
                plots.rmse_figure([{"mechanism": r["mechanism"], "epsilon": r["epsilon"], "rmse": r["rmse"],
                                    "zero_rmse": r["zero_rmse"], "label": f"{r['run']} (claims nothing)"}
-                                  for r in rmse], "held-out RMSE against ε"),
+                                  for r in rmse], "held-out RMSE against ε", xlabel="configured ε"),
                "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
                "(non-private references), the dotted one predicting 0.") if rmse else None,
         figure("ε lower bounds against the claims",
-               plots.epsilon_figure([{"label": r["run"] if rmse else r["scenario"], "claim": r["claim"],
+               plots.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
                                       "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],
                                       "confidence": r["confidence"], "verdict": r["verdict"]} for r in claimed],
                                     "ε_LB across runs") if claimed else None,
