@@ -1,4 +1,4 @@
-"""The ``recaudit`` command line: run, sweep, report, compare, validate, list.
+"""The ``recaudit`` command line: run, sweep, grid, report, compare, validate, list.
 
 Results go to stdout; what is happening goes to stderr through ``logging``
 (logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent
@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
                                     "sweep_points.csv and scaling.png.")
     _add_run_options(sw, "sweep runs")
     sw.add_argument("--full", action="store_true", help="use each axis's full_values grid (hours) instead of values")
+    grid = sub.add_parser("grid", help="run the scenario's grid: every mechanism at every ε, then compare them",
+                          description="Run every point of the scenario's grid (the mechanism and grid.compare at "
+                                      "each of grid.epsilons, grid.reference once) as an ordinary run into "
+                                      "DIR/<kind>-eps<ε>/ (DIR/<kind>/), then write the comparison in DIR: "
+                                      "compare.json, compare.md, compare.html (held-out RMSE and ε_LB against ε).")
+    _add_run_options(grid, "points (and their trial blocks)")
     rep = sub.add_parser("report", help="rebuild every report of run folders without rerunning",
                          description="Rebuild the reports of run folders from what they hold: report.json and "
                                      "trials.csv (tests re-estimated from the saved scores) and/or sweep.json.")
@@ -244,6 +250,30 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_grid(args: argparse.Namespace) -> int:
+    from simulator.neighbours import PairError
+
+    from .grid import run_grid
+
+    scenario = _load(args)
+    if scenario is None:
+        return EXIT_BAD_INPUT
+    if scenario.grid is None:
+        print(f"{args.scenario}: grid: required for 'recaudit grid' (see "
+              "scenarios/matrix-completion-rmse-vs-epsilon.yaml)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path("runs") / scenario.name
+    try:
+        run_grid(scenario, out, resume=args.resume, executor_kind=args.executor, workers=args.workers,
+                 report=ConsoleReporter(args.quiet))
+    except PairError as exc:
+        print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print((out / "compare.md").read_text())
+    print(f"point runs and the comparison in {out}/ (compare.html, compare.md, compare.json)")
+    return EXIT_OK
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
@@ -291,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _setup_logging(getattr(args, "quiet", False))
     commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
-                "sweep": lambda: _cmd_sweep(args), "report": lambda: _cmd_report(args),
+                "sweep": lambda: _cmd_sweep(args), "grid": lambda: _cmd_grid(args), "report": lambda: _cmd_report(args),
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
                 "plan": lambda: _cmd_plan(args)}
     try:

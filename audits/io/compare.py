@@ -17,17 +17,22 @@ class CompareError(ValueError):
 def compare_row(label: str, report: dict) -> dict:
     """One run's line in the comparison."""
     claim, audit, util = report["claim"], report["audit"], report["utility"]
-    return {"run": label, "scenario": report["scenario"]["name"], "mechanism": report["scenario"]["mechanism"]["kind"],
+    mechanism = report["scenario"]["mechanism"]
+    return {"run": label, "scenario": report["scenario"]["name"], "mechanism": mechanism["kind"],
+            # the ε the mechanism was configured with (the claim is the accountant's, within rounding of it)
+            "epsilon": mechanism.get("epsilon") if claim["epsilon"] is not None else None,
             "claim": claim["epsilon"], "delta": claim["delta"], "model": claim["model"], "design": audit["design"],
             "tests": audit["tests_in_family"], "epsilon_lb": audit["epsilon_lb"], "confidence": audit["confidence"],
             "ceiling": audit["ceiling"], "tightness": audit["tightness"], "verdict": report["verdict"],
-            "utility_metric": util["metric"], "utility": util["final_accuracy"], "summary": report.get("summary")}
+            "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
+            "zero_rmse": util.get("zero_rmse"), "summary": report.get("summary")}
 
 
-def load_runs(run_dirs: list[Path]) -> list[dict]:
-    """The comparison rows of ``run_dirs`` (each must hold a report.json of this schema version)."""
+def load_runs(run_dirs: list[Path], labels: list[str] | None = None) -> list[dict]:
+    """The comparison rows of ``run_dirs`` (each must hold a report.json of this schema version), labelled
+    ``labels`` (default: the folders as given)."""
     rows = []
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, labels or [str(d) for d in run_dirs]):
         path = Path(run_dir) / "report.json"
         try:
             report = json.loads(path.read_text())
@@ -38,7 +43,7 @@ def load_runs(run_dirs: list[Path]) -> list[dict]:
         if report.get("schema_version") != SCHEMA_VERSION:
             raise CompareError(f"{path}: schema_version {report.get('schema_version')!r}; this recaudit reads "
                                f"{SCHEMA_VERSION}")
-        rows.append(compare_row(str(run_dir), report))
+        rows.append(compare_row(label, report))
     return rows
 
 
@@ -46,43 +51,84 @@ def _fmt(x, spec: str = ".4g") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def compare_markdown(rows: list[dict]) -> str:
-    lines = ["# Comparison of audit runs", "",
+def compare_markdown(rows: list[dict], title: str = "Comparison of audit runs") -> str:
+    rmse = any(r.get("rmse") is not None for r in rows)
+    lines = [f"# {md(title)}", "",
              "| run | scenario | mechanism | claim ε | δ | ε_LB | confidence | ceiling | tightness | verdict | "
-             "utility |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "utility |" + (" held-out RMSE |" if rmse else ""),
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if rmse else "")]
     for r in rows:
-        lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {r['claim']:g} | "
+        lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {_fmt(r['claim'], 'g')} | "
                      f"{r['delta']:g} | {r['epsilon_lb']:.4f} | {_fmt(r['confidence'])} | {_fmt(r['ceiling'])} | "
-                     f"{_fmt(r['tightness'])} | {r['verdict']} | {_fmt(r['utility'])} |")
+                     f"{_fmt(r['tightness'])} | {r['verdict']} | {_fmt(r['utility'])} |"
+                     + (f" {_fmt(r.get('rmse'))} |" if rmse else ""))
     metrics = sorted({r["utility_metric"] for r in rows})
     lines += ["", f"Utility: {md('; '.join(metrics))} at the last release. ε_LB: the strongest test of each run "
-              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show).", ""]
+              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show). "
+              "Claim n/a: the mechanism claims nothing (a non-private reference).", ""]
+    if rmse:
+        lines += rmse_markdown(rows)
     return "\n".join(lines)
 
 
+def rmse_markdown(rows: list[dict]) -> list[str]:
+    """Held-out RMSE as an ε × mechanism table, with the runs that claim nothing (references) beneath."""
+    private = [r for r in rows if r["epsilon"] is not None and r.get("rmse") is not None]
+    names = list(dict.fromkeys(r["mechanism"] for r in private))
+    epsilons = sorted({r["epsilon"] for r in private})
+    cell: dict[tuple, list[float]] = {}
+    for r in private:
+        cell.setdefault((r["mechanism"], r["epsilon"]), []).append(r["rmse"])
+    lines = ["## Held-out RMSE against ε", "", "(ε: each mechanism's configured ε; mean over runs of the same ε)", "",
+             "| ε | " + " | ".join(md(n) for n in names) + " |",
+             "|---:|" + "---:|" * len(names)]
+    for eps in epsilons:
+        means = [sum(v) / len(v) if (v := cell.get((n, eps))) else None for n in names]
+        lines.append(f"| {eps:g} | " + " | ".join(_fmt(m) for m in means) + " |")
+    lines.append("")
+    for r in rows:
+        if r["claim"] is None and r.get("rmse") is not None:
+            lines.append(f"- {md(r['run'])} ({md(r['mechanism'])}, claims nothing): {r['rmse']:.4g}")
+    zero = next((r["zero_rmse"] for r in rows if r.get("zero_rmse") is not None), None)
+    if zero is not None:
+        lines.append(f"- predicting 0: {zero:.4g}")
+    return lines + [""]
+
+
 def compare_figures(rows: list[dict]) -> list[dict]:
+    claimed = [r for r in rows if r["claim"] is not None]
+    rmse = [r for r in rows if r.get("rmse") is not None]
     figures = [
+        figure("Held-out RMSE against ε",
+               plots.rmse_figure([{"mechanism": r["mechanism"], "epsilon": r["epsilon"], "rmse": r["rmse"],
+                                   "zero_rmse": r["zero_rmse"], "label": f"{r['run']} (claims nothing)"}
+                                  for r in rmse], "held-out RMSE against ε", xlabel="configured ε"),
+               "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
+               "(non-private references), the dotted one predicting 0.") if rmse else None,
         figure("ε lower bounds against the claims",
-               plots.epsilon_figure([{"label": r["scenario"], "claim": r["claim"], "epsilon_lb": r["epsilon_lb"],
-                                      "ceiling": r["ceiling"], "confidence": r["confidence"],
-                                      "verdict": r["verdict"]} for r in rows], "ε_LB across runs"),
+               plots.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
+                                      "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],
+                                      "confidence": r["confidence"], "verdict": r["verdict"]} for r in claimed],
+                                    "ε_LB across runs") if claimed else None,
                "Each run's strongest lower bound (dot) with its one-sided interval up to the ceiling, at its "
                "claimed ε; over an ε sweep a tight audit follows the diagonal, and a point above it contradicts "
                "its claim."),
         figure("Privacy–utility frontier",
                plots.frontier_figure([{"label": r["scenario"], "mechanism": r["mechanism"], "claim": r["claim"],
-                                       "epsilon_lb": r["epsilon_lb"], "utility": r["utility"]} for r in rows]),
+                                       "epsilon_lb": r["epsilon_lb"], "utility": r["utility"]} for r in claimed]),
                "Utility at the last release against the claimed ε (filled) and the audited ε_LB (hollow), one "
-               "series per mechanism; the black steps join the runs no other run beats on both."),
+               "series per mechanism; the black steps join the runs no other run beats on both.")
+        if any(r["utility"] is not None for r in claimed) else None,
     ]
     return [f for f in figures if f is not None]
 
 
-def write_comparison(run_dirs: list[Path], out_dir: Path) -> list[dict]:
-    """Tabulate and plot ``run_dirs`` into ``out_dir``; returns the rows."""
-    rows = load_runs(run_dirs)
+def write_comparison(run_dirs: list[Path], out_dir: Path, labels: list[str] | None = None,
+                     title: str = "Comparison of audit runs") -> list[dict]:
+    """Tabulate and plot ``run_dirs`` (labelled ``labels``) into ``out_dir``; returns the rows."""
+    rows = load_runs(run_dirs, labels)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "compare.json", {"schema_version": SCHEMA_VERSION, "runs": rows}, allow_nan=False)
-    write_text(out_dir / "compare.md", compare_markdown(rows))
+    write_text(out_dir / "compare.md", compare_markdown(rows, title))
     write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows)))
     return rows

@@ -222,6 +222,50 @@ class SweepConfig(BaseModel):
                                           "N^2/(w (e^eps - 1)^2), N log N")
 
 
+class GridConfig(BaseModel):
+    """Held-out utility and ε_LB against ε: the scenario's mechanism and ``compare`` at every ε of ``epsilons``
+    (each point an ordinary run of the same world and seed), ``reference`` mechanisms run once as they are
+    (e.g. non-private ``frank_wolfe``). Run by ``recaudit grid``."""
+
+    model_config = STRICT
+    epsilons: list[float] = Field(min_length=1, description="the ε of every point (replaces each mechanism's "
+                                                            "epsilon)")
+    compare: list[MechanismConfig] = Field(default_factory=list,
+                                           description="more mechanisms run at every ε beside the scenario's "
+                                                       "(without epsilon: the grid sets it)")
+    reference: list[MechanismConfig] = Field(default_factory=list,
+                                             description="mechanisms run once, as written (the baseline lines); "
+                                                         "folder <kind>, or <kind>-<index> when a kind repeats")
+    attacks: dict[str, list[AttackConfig]] = Field(
+        default_factory=dict, description="the attacks of a mechanism kind's points, instead of the scenario's "
+                                          "attack (e.g. {mcsherry_mironov: [{kind: covariance_projection}]})")
+
+    @field_validator("epsilons")
+    @classmethod
+    def _positive_distinct(cls, epsilons: list[float]) -> list[float]:
+        if any(e <= 0 for e in epsilons):
+            raise ValueError("every ε must be > 0")
+        if len(set(epsilons)) != len(epsilons):
+            raise ValueError("ε values must be distinct")
+        return epsilons
+
+    @field_validator("compare", mode="before")
+    @classmethod
+    def _epsilon_from_the_grid(cls, compare: Any, info: ValidationInfo) -> Any:
+        """Each compare mechanism gets the grid's first ε to validate with (every ε is checked per point)."""
+        if not isinstance(compare, list):
+            return compare
+        first = (info.data.get("epsilons") or [1.0])[0]
+        filled = []
+        for i, mechanism in enumerate(compare):
+            if isinstance(mechanism, dict):
+                if "epsilon" in mechanism:
+                    raise ParameterError(f"{i}.epsilon", "set by grid.epsilons; leave it out")
+                mechanism = mechanism | {"epsilon": first}
+            filled.append(mechanism)
+        return filled
+
+
 class Scenario(BaseModel):
     """A whole run: the world, the mechanism, the adversary and the audit."""
 
@@ -238,6 +282,7 @@ class Scenario(BaseModel):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sweep: SweepConfig | None = None
+    grid: GridConfig | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("name")
@@ -314,10 +359,75 @@ class Scenario(BaseModel):
                                                       f"{where}: {problem['msg']}") from None
         return self
 
+    @model_validator(mode="after")
+    def _grid_points_are_valid(self, info: ValidationInfo) -> "Scenario":
+        """Every point of the grid must itself be a valid scenario, checked before any work."""
+        if self.grid is None:
+            return self
+        kinds = {self.mechanism.kind} | {m.kind for m in self.grid.compare + self.grid.reference}
+        for kind in self.grid.attacks:
+            if kind not in kinds:
+                raise ParameterError(f"grid.attacks.{kind}", f"no mechanism of the grid is {kind!r} (the grid's: "
+                                                             f"{', '.join(sorted(kinds))})")
+        seen: dict[str, str] = {}
+        for point in grid_points(self):
+            if point.name in seen:
+                raise ParameterError(point.field, f"runs into the same folder {point.name}/ as {seen[point.name]} "
+                                                  "(each mechanism kind once per ε)")
+            seen[point.name] = point.field
+            try:
+                Scenario.model_validate(point.data, context=info.context)
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"])
+                error = (problem.get("ctx") or {}).get("error")
+                where = ".".join(filter(None, [where, getattr(error, "field", None)])) or "scenario"
+                eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
+                raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
+                                                  f"{error if error is not None else problem['msg']}") from None
+        return self
+
     def fingerprint(self) -> str:
         """A hash of everything that determines the results (not the executor)."""
         data = self.model_dump(mode="json", exclude={"executor", "description", "limits"})  # includes sweep
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class GridPoint:
+    """One run of a grid: its folder name, the field that defines it, and the scenario data it runs."""
+
+    name: str
+    field: str  # e.g. grid.compare.0 (for error messages)
+    kind: str
+    epsilon: float | None  # None: a reference, run as written
+    data: dict
+
+
+def grid_points(scenario: "Scenario") -> list[GridPoint]:
+    """The grid's points: every (mechanism, ε) then every reference, each as ordinary scenario data."""
+    grid = scenario.grid
+    base = scenario.model_dump(mode="json", exclude={"grid", "sweep"})
+
+    def data(name: str, mechanism) -> dict:
+        attack = grid.attacks.get(mechanism.kind)
+        return base | {"name": f"{scenario.name}-{name}"[:100], "mechanism": mechanism.model_dump(mode="json")} | (
+            {} if attack is None else {"attack": [a.model_dump(mode="json") for a in attack]})
+
+    contenders = [("mechanism", scenario.mechanism)] + [(f"grid.compare.{i}", m) for i, m in enumerate(grid.compare)]
+    points = []
+    for eps in grid.epsilons:
+        for field, mechanism in contenders:
+            if "epsilon" not in type(mechanism).model_fields:
+                raise ParameterError(field, f"{mechanism.kind} has no epsilon to vary; list it under grid.reference")
+            name = f"{mechanism.kind}-eps{eps:g}"
+            points.append(GridPoint(name, field, mechanism.kind, eps,
+                                    data(name, mechanism.model_copy(update={"epsilon": eps}))))
+    kinds = [m.kind for m in grid.reference]
+    for i, mechanism in enumerate(grid.reference):
+        name = mechanism.kind if kinds.count(mechanism.kind) == 1 else f"{mechanism.kind}-{i}"
+        points.append(GridPoint(name, f"grid.reference.{i}", mechanism.kind, None, data(name, mechanism)))
+    return points
 
 
 def _query_ticks(churn) -> int:

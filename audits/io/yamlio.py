@@ -650,7 +650,7 @@ def format_validation_error(
         # a validator's error may name the field it is about (ParameterError.field)
         field = getattr((err.get("ctx") or {}).get("error"), "field", None)
         if isinstance(field, str):
-            raw_loc += tuple(field.split("."))
+            raw_loc += tuple(int(p) if p.isdigit() else p for p in field.split("."))  # list indices as ints
         if err.get("type") == "union_tag_invalid":  # point at the `kind:` line itself
             raw_loc += (str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'\""),)
         loc = _clean_loc(raw_loc, line_map, err.get("type", ""))
