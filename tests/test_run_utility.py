@@ -140,4 +140,4 @@ def test_scenario_run_reports_rmse_and_ndcg(write_scenario, tmp_path):
     write_reports(result, out)
     report = json.loads((out / "report.json").read_text())
     assert report["utility"]["metric"] == "held-out RMSE" and report["utility"]["ndcg10"] is not None
-    assert "NDCG@10" in (out / "report.md").read_text()
+    assert "NDCG@10" in (out / "report.md").read_text() and "NDCG@10" in (out / "report.html").read_text()
