@@ -100,11 +100,6 @@ class _Rows:
         return np.full(n, -1), self.rows.take(pick)
 
 
-def hold_out(rows: UserBatch, k: int, rng: np.random.Generator):
-    """Each row's ratings split: ``k`` random ones held out, the rest kept (rows need > k ratings)."""
-    return hold_out_per_user(rows.ratings, k, rng)
-
-
 def split_world(name: str, rows: UserBatch, levels: list[float], n_private: int, rng) -> World:
     counts = np.diff(rows.ratings.indptr)
     users = rng.permutation(len(rows))
@@ -116,7 +111,7 @@ def split_world(name: str, rows: UserBatch, levels: list[float], n_private: int,
     if private.size < n_private or evaluation.size < EVALUATION:
         raise ValueError(f"{name}: {len(rows)} users are too few for {PUBLIC} public, {n_private} private and "
                          f"{EVALUATION} evaluation users (with >= {2 * HELD_OUT} ratings)")
-    train, test = hold_out(rows.take(evaluation), HELD_OUT, rng)
+    train, test = hold_out_per_user(rows.take(evaluation).ratings, HELD_OUT, rng)
     return World(name, rows.take(public), rows.take(private), train, test, levels, rows.take(evaluation))
 
 
