@@ -7,7 +7,10 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from mechanisms.clustering import kmeans_1d
+from scipy import sparse
+
 from mechanisms.matrix_completion import gram
+from simulator.metrics import ndcg_at_k, rmse
 from simulator.transcript import Transcript
 
 TRUTH_METRIC = "item clustering accuracy"
@@ -44,24 +47,35 @@ def accuracy_curve(transcript: Transcript, truth: np.ndarray | None) -> list[dic
     ]
 
 
-def completion_rmse(transcript: Transcript, test) -> dict:
-    """Held-out RMSE of users' completed rows (``LowRankRows`` outputs) against ``test`` ratings.
+def predicted_at(outputs, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Entries ``(rows[e], items[e])`` of personal outputs: a predictor's ``at`` (``LowRankRows``,
+    SP2's ``DeviceRows``) or, for dense predicted rows (Xin–Jaakkola), plain indexing."""
+    return outputs.at(rows, items) if hasattr(outputs, "at") else np.asarray(outputs)[rows, items]
 
-    ``test`` is the population's held-out table (source rows x items);
-    users' source rows are the transcript's ``user_cluster`` (``MatrixPopulation``).
-    Also reports the RMSE of predicting 0 (the scale of the ratings) for reference.
+
+def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = None) -> dict:
+    """Held-out RMSE (and NDCG@10) of users' predictions (personal outputs) against ``test`` ratings.
+
+    ``test`` has one row per source row; ``source`` maps user ids to them (default: the
+    transcript's ``user_cluster``, a ``MatrixPopulation``'s source rows; a population that
+    withholds ratings passes the identity over ``transcript.held_out``). Canaries are left
+    out. Also reports the RMSE of predicting 0 (the scale of the ratings) for reference;
+    NDCG@10 (``simulator.metrics``) only when every held-out rating is positive (star levels).
     """
     users = transcript.output_user
     background = ~np.isin(users, transcript.inserted)
     outputs = transcript.outputs[np.flatnonzero(background)]
-    source = transcript.user_cluster[users[background]]
-    held = test[source].tocoo()  # rows follow ``outputs``
+    source = transcript.user_cluster if source is None else source
+    held = sparse.coo_array(test[source[users[background]]])  # rows follow ``outputs``
     result = {"metric": "held-out RMSE", "reference": "the held-out ratings of the panel's users",
-              "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None, "held_out": int(held.nnz)}
+              "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None, "held_out": int(held.nnz),
+              "ndcg10": None}
     if held.nnz:
-        predictions = outputs.at(held.row, held.col)
-        result["rmse"] = float(np.sqrt(np.mean((predictions - held.data) ** 2)))
-        result["zero_rmse"] = float(np.sqrt(np.mean(held.data ** 2)))
+        predictions = predicted_at(outputs, held.row, held.col)
+        result["rmse"] = rmse(predictions, held.data)
+        result["zero_rmse"] = rmse(np.zeros(held.nnz), held.data)
+        if held.data.min() > 0:
+            result["ndcg10"] = ndcg_at_k(held.row, predictions, held.data, 10)
     return result
 
 
@@ -92,7 +106,9 @@ def utility_summary(utility: dict) -> str:
     if utility.get("metric") == "held-out RMSE":
         if utility["rmse"] is None:
             return "held-out RMSE n/a (no held-out ratings)"
-        return f"held-out RMSE {utility['rmse']:.4g} (predicting 0: {utility['zero_rmse']:.4g})"
+        ndcg = utility.get("ndcg10")
+        return (f"held-out RMSE {utility['rmse']:.4g}" + (f" (NDCG@10 {ndcg:.4g})" if ndcg is not None else "")
+                + f" (predicting 0: {utility['zero_rmse']:.4g})")
     if utility.get("metric") == COVARIANCE_METRIC:
         error = utility.get("covariance_error")
         return f"relative covariance error {'n/a' if error is None else f'{error:.4g}'} at the last release"
@@ -119,19 +135,23 @@ def utility_reference(population, catalogue) -> tuple[np.ndarray | None, str, st
 def recording_needs(mechanism, population, view: str) -> dict:
     """What the recorder must keep for the utility (and the ``others`` view): outputs and messages."""
     matrix = getattr(population, "matrix", None)
-    held_out = matrix is not None and matrix.test is not None
+    held_out = (matrix is not None and matrix.test is not None) or getattr(population, "held_out", 0) > 0
     return {"outputs": "all" if held_out or view == "others" else "watched",
             "messages": "all" if getattr(mechanism, "publishes", None) == "covariance" else "watched"}
 
 
 def measure_utility(mechanism, population, catalogue, transcript: Transcript) -> dict:
     """The run's utility, chosen by what it publishes: a covariance server's relative error, a panel's
-    held-out RMSE, or else the item clustering's accuracy against the truth (or agreement on a file)."""
+    held-out RMSE, the held-out RMSE and NDCG@10 of users' predictions when the population withholds
+    ratings (``held_out``), or else the item clustering's accuracy against the truth (or agreement on a file)."""
     if getattr(mechanism, "publishes", None) == "covariance":
         return covariance_error(transcript)
     matrix = getattr(population, "matrix", None)
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
         return completion_rmse(transcript, matrix.test)
+    if transcript.held_out is not None and transcript.outputs is not None:
+        result = completion_rmse(transcript, transcript.held_out, np.arange(transcript.n_users))
+        return result | {"reference": "the ratings each user's row withheld (population held_out)"}
     reference, metric, reference_note = utility_reference(population, catalogue)
     curve = accuracy_curve(transcript, reference)
     return {"metric": metric, "reference": reference_note,

@@ -50,7 +50,7 @@ from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from simulator.metrics import ndcg_at_k, rmse
 from simulator.neighbours import PAIR_POLICIES
 from simulator.population import StarSBMPopulation
-from simulator.ratings import load_ratings, write_population_file
+from simulator.ratings import hold_out_per_user, load_ratings, write_population_file
 from simulator.seeds import stream
 from simulator.transcript import View
 
@@ -100,17 +100,6 @@ class _Rows:
         return np.full(n, -1), self.rows.take(pick)
 
 
-def hold_out(rows: UserBatch, k: int, rng: np.random.Generator):
-    """Each row's ratings split: ``k`` random ones held out, the rest kept (rows need > k ratings)."""
-    r = rows.ratings.tocoo()
-    order = np.lexsort((rng.random(r.nnz), r.row))
-    row, col, val = r.row[order], r.col[order], r.data[order]
-    rank = np.arange(row.size) - np.searchsorted(row, row)
-    test = rank < k
-    train = sparse.csr_array((val[~test], (row[~test], col[~test])), shape=r.shape)
-    return train, (row[test], col[test], val[test])
-
-
 def split_world(name: str, rows: UserBatch, levels: list[float], n_private: int, rng) -> World:
     counts = np.diff(rows.ratings.indptr)
     users = rng.permutation(len(rows))
@@ -122,7 +111,7 @@ def split_world(name: str, rows: UserBatch, levels: list[float], n_private: int,
     if private.size < n_private or evaluation.size < EVALUATION:
         raise ValueError(f"{name}: {len(rows)} users are too few for {PUBLIC} public, {n_private} private and "
                          f"{EVALUATION} evaluation users (with >= {2 * HELD_OUT} ratings)")
-    train, test = hold_out(rows.take(evaluation), HELD_OUT, rng)
+    train, test = hold_out_per_user(rows.take(evaluation).ratings, HELD_OUT, rng)
     return World(name, rows.take(public), rows.take(private), train, test, levels, rows.take(evaluation))
 
 

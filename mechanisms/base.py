@@ -33,11 +33,14 @@ class UserBatch:
     batch, built on first use for mechanisms that work on batches of bits.
     ``private`` marks the ratings their users keep on the device (selective
     privacy, SP2; a subset of the stored entries); None means none is private.
+    ``held_out`` (same shape, optional) holds ratings the population withheld from
+    the user's row to score predictions (``audits.utility``): no mechanism reads it.
     """
 
     ratings: sparse.csr_array
     likes: sparse.csr_array
     private: sparse.csr_array | None = None
+    held_out: sparse.csr_array | None = None
 
     def __post_init__(self) -> None:
         if self.ratings.shape != self.likes.shape:
@@ -74,8 +77,12 @@ class UserBatch:
         private = None
         if any(b.private is not None for b in batches):
             private = sparse.vstack([b.private_mask for b in batches], format="csr")
+        held_out = None
+        if any(b.held_out is not None for b in batches):
+            held_out = sparse.vstack([b.held_out if b.held_out is not None else sparse.csr_array(b.ratings.shape)
+                                      for b in batches], format="csr")
         return cls(sparse.vstack([b.ratings for b in batches], format="csr"),
-                   sparse.vstack([b.likes for b in batches], format="csr"), private)
+                   sparse.vstack([b.likes for b in batches], format="csr"), private, held_out)
 
     @property
     def private_mask(self) -> sparse.csr_array:
@@ -86,7 +93,8 @@ class UserBatch:
 
     def with_private(self, private: sparse.csr_array | None) -> "UserBatch":
         """The same rows with ``private`` marking the ratings kept on the device."""
-        return UserBatch(self.ratings, self.likes, None if private is None else sparse.csr_array(private, dtype=bool))
+        return UserBatch(self.ratings, self.likes, None if private is None else sparse.csr_array(private, dtype=bool),
+                         self.held_out)
 
     def __len__(self) -> int:
         return self.ratings.shape[0]
@@ -106,7 +114,8 @@ class UserBatch:
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
         private = None if self.private is None else self.private[index]
-        return UserBatch(self.ratings[index], self.likes[index], private)
+        held_out = None if self.held_out is None else self.held_out[index]
+        return UserBatch(self.ratings[index], self.likes[index], private, held_out)
 
     def where(self, use_other: np.ndarray, other: "UserBatch") -> "UserBatch":
         """Row ``u`` from ``other`` where ``use_other[u]``, else from this batch."""

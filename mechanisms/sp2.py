@@ -267,6 +267,65 @@ class DeviceModel:
         return aux.mu + self.user_bias[users] + bias + np.einsum("ij,ij->i", self.user_factors[users], factors)
 
 
+@dataclass(frozen=True)
+class DeviceRows:
+    """Devices' personal outputs: each user's fine-tuned bias and factor, and the auxiliary data it downloaded.
+
+    Behaves as an array of rows for the recorder (``len``, indexing on axis 0,
+    :meth:`concat`); ``at`` predicts entries the way the device ranks items
+    (its terms with the downloaded item terms; ``aux`` None predicts ``0``).
+    """
+
+    user_bias: np.ndarray  # (n,)
+    user_factors: np.ndarray  # (n, k)
+    aux: tuple  # distinct AuxData (or None) the rows used
+    aux_of_row: np.ndarray  # (n,) index into ``aux``
+
+    def __len__(self) -> int:
+        return self.user_bias.shape[0]
+
+    def __getitem__(self, index) -> "DeviceRows":
+        return DeviceRows(self.user_bias[index], self.user_factors[index], self.aux, self.aux_of_row[index])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.terms.shape
+
+    @property
+    def terms(self) -> np.ndarray:
+        """``[user bias, user factor]`` per row (what the device keeps)."""
+        return np.hstack([self.user_bias[:, None], self.user_factors])
+
+    @classmethod
+    def concat(cls, parts: "list[DeviceRows]") -> "DeviceRows":
+        auxes: list = []
+        index = []
+        for part in parts:
+            remap = np.empty(len(part.aux), np.int64)
+            for j, aux in enumerate(part.aux):
+                found = next((i for i, a in enumerate(auxes) if a is aux), None)
+                if found is None:
+                    auxes.append(aux)
+                    found = len(auxes) - 1
+                remap[j] = found
+            index.append(remap[part.aux_of_row])
+        return cls(np.concatenate([p.user_bias for p in parts]), np.concatenate([p.user_factors for p in parts]),
+                   tuple(auxes), np.concatenate(index))
+
+    def at(self, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Predicted ratings ``(rows[e], items[e])``: ``μ + b_u + b_i + p_u·q_i`` with the row's downloaded terms."""
+        out = np.zeros(rows.size)
+        which = self.aux_of_row[rows]
+        for j, aux in enumerate(self.aux):
+            pick = np.flatnonzero(which == j)
+            if aux is None or pick.size == 0:
+                continue
+            u, slots = rows[pick], aux.slot_of_item[items[pick]]
+            out[pick] = (aux.mu + self.user_bias[u] + aux.slot_bias[slots]
+                         + np.einsum("ij,ij->i", self.user_factors[u], aux.slot_factors[slots]))
+        return out
+
+
 def _rank_within(groups: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
     """A uniformly random order within each group: 0, 1, ... per group (input order when ``rng`` is None)."""
     keys = np.arange(groups.size) if rng is None else rng.random(groups.size)
@@ -461,12 +520,13 @@ class SP2(Protocol):
     def estimate(self, state: SP2State):
         return state.aux
 
-    def personal_output(self, users: UserBatch, carried, state: SP2State) -> np.ndarray | None:
-        """Each device's user bias and factor: fitted on its public ratings, then fine-tuned on its private ones."""
+    def personal_output(self, users: UserBatch, carried, state: SP2State) -> DeviceRows:
+        """Each device's user bias and factor (fitted on its public ratings, then fine-tuned on its private
+        ones) with the auxiliary data it downloaded: a predictor of its ratings (``DeviceRows.at``)."""
         n = len(users)
         aux = state.aux
         if aux is None:
-            return np.zeros((n, self.factors + 1))
+            return DeviceRows(np.zeros(n), np.zeros((n, self.factors)), (None,), np.zeros(n, np.int64))
         k = aux.slot_factors.shape[1]
         pu, bu = np.zeros((n, k)), np.zeros(n)
         for part in split_public_private(users):
@@ -474,7 +534,7 @@ class SP2(Protocol):
             device = fine_tune(aux, pu, bu, coo.row, coo.col, coo.data, None, epochs=self.fine_tune_epochs,
                                lr=self.learning_rate, reg=self.regularization, shuffle=False)
             pu, bu = device.user_factors, device.user_bias
-        return np.hstack([bu[:, None], pu])
+        return DeviceRows(bu, pu, (aux,), np.zeros(n, np.int64))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "method": self.method, "factors": self.factors, "epochs": self.epochs,

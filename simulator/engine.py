@@ -87,6 +87,8 @@ class ProtocolRun:
         self.cluster.append(clusters)
         if inserted:
             self.inserted_ids.append(ids)
+        if rows.held_out is not None:
+            self.recorder.held_out(ids, rows.held_out)
         self.n_users += times.size
         stays = departure > now
         k = int(stays.sum())

@@ -16,7 +16,7 @@ from scipy import sparse
 from mechanisms import ParameterError, UserBatch
 from mechanisms.sp2 import allocate_private, privacy_ratios
 
-from .ratings import RatingsData, load_ratings_cached, split_ratings
+from .ratings import RatingsData, load_ratings_cached, split_ratings, withhold
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class _BlockModel:
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
         sizes = _sizes_from_weights(np.asarray(self.item_cluster_weights, float), self.n_items)
         labels = rng.permutation(np.repeat(np.arange(len(sizes)), sizes))
-        return Catalogue(self.n_items, len(sizes), labels, self.ratings_per_user)
+        return Catalogue(self.n_items, len(sizes), labels, self.ratings_per_user - getattr(self, "held_out", 0))
 
     def _draw(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator):
         """Users' clusters, the items each rates (n_users, w) and those items' clusters."""
@@ -143,7 +143,8 @@ class StarSBMPopulation(_BlockModel):
     probability ``star_probability[k][l][s - 1]`` (clusters and rated items as in ``sbm``).
 
     Like-bit mechanisms run on it unchanged (their like probability per block is
-    ``like_probability``, derived).
+    ``like_probability``, derived). ``held_out``: ratings of each user withheld from its
+    row (drawn with the user) and kept in ``UserBatch.held_out`` to score predictions.
     """
 
     n_items: Annotated[int, Ge(2)]
@@ -152,6 +153,7 @@ class StarSBMPopulation(_BlockModel):
     star_probability: list[list[list[Annotated[float, Ge(0), Le(1)]]]]
     ratings_per_user: Annotated[int, Ge(1)]
     like_threshold: Annotated[int, Ge(1)] = 4
+    held_out: Annotated[int, Ge(0)] = 0
 
     def __post_init__(self) -> None:
         try:
@@ -168,6 +170,9 @@ class StarSBMPopulation(_BlockModel):
                                                      "and sum to 1")
         if self.like_threshold > self.n_stars:
             raise ParameterError("like_threshold", f"must be <= the number of star levels ({self.n_stars})")
+        if self.held_out >= self.ratings_per_user:
+            raise ParameterError("held_out", f"must be < ratings_per_user ({self.ratings_per_user}): "
+                                             "every user keeps a rating")
 
     @property
     def stars(self) -> np.ndarray:
@@ -189,7 +194,8 @@ class StarSBMPopulation(_BlockModel):
         stars = np.ones(rated_idx.shape, np.int64)  # inverse-CDF draw: 1 + levels whose CDF u passed
         for level in range(self.n_stars - 1):
             stars += u >= cdf[:, :, level][clusters[:, None], item_clusters]
-        return clusters, self._batch(n_users, rated_idx, stars.astype(float), stars >= self.like_threshold)
+        rows = self._batch(n_users, rated_idx, stars.astype(float), stars >= self.like_threshold)
+        return clusters, withhold(rows, self.held_out, rng) if self.held_out else rows
 
 
 def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
@@ -285,6 +291,8 @@ class RatingsFilePopulation:
     Users are resampled from the training table; a rating is a like when it is
     ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
     with a non-private clustering of the same file instead (``audits.utility``).
+    ``held_out``: ratings of each sampled user withheld from its row (all but one at
+    most) and kept in ``UserBatch.held_out`` to score predictions.
     """
 
     path: Path
@@ -295,6 +303,7 @@ class RatingsFilePopulation:
     max_ratings_per_user: Annotated[int, Ge(1)] | None = None
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.0
     split_seed: Annotated[int, Ge(0)] = 0
+    held_out: Annotated[int, Ge(0)] = 0
     _data: RatingsData | None = field(default=None, init=False, repr=False)
     _table: tuple | None = field(default=None, init=False, repr=False)
 
@@ -332,7 +341,8 @@ class RatingsFilePopulation:
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, active, _ = self._users()
         pick = active[rng.integers(active.size, size=n_users)]
-        return np.full(n_users, -1), users.take(pick)
+        rows = users.take(pick)
+        return np.full(n_users, -1), withhold(rows, self.held_out, rng) if self.held_out else rows
 
 
 @dataclass

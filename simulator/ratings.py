@@ -416,6 +416,30 @@ def capped(users: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
     return keep
 
 
+def hold_out_per_user(ratings: sparse.csr_array, k: int, rng: np.random.Generator):
+    """Each row's ratings split: ``k`` random ones held out (at most all but one), the rest kept.
+
+    Returns the kept ratings (CSR, same shape) and the held-out ones as ``(row, item, rating)`` triples.
+    """
+    r = sparse.coo_array(ratings)
+    order = np.lexsort((rng.random(r.nnz), r.row))
+    row, col, val = r.row[order], r.col[order], r.data[order]
+    rank = np.arange(row.size) - np.searchsorted(row, row)
+    count = np.bincount(row, minlength=r.shape[0])[row]
+    test = rank < np.minimum(k, count - 1)
+    train = sparse.csr_array((val[~test], (row[~test], col[~test])), shape=r.shape)
+    return train, (row[test], col[test], val[test])
+
+
+def withhold(rows: UserBatch, k: int, rng: np.random.Generator) -> UserBatch:
+    """``rows`` with ``k`` random ratings of each user (at most all but one) moved to ``held_out``."""
+    train, (row, col, val) = hold_out_per_user(rows.ratings, k, rng)
+    kept = (train != 0).astype(bool)
+    private = None if rows.private is None else sparse.csr_array(rows.private_mask.multiply(kept), dtype=bool)
+    return UserBatch(train, sparse.csr_array(rows.likes.multiply(kept), dtype=bool), private,
+                     sparse.csr_array((val, (row, col)), shape=train.shape))
+
+
 def _entries(table: sparse.csr_array, mask: np.ndarray) -> sparse.csr_array:
     """The stored entries of a canonical CSR table where ``mask`` (over its entries) is true."""
     rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))

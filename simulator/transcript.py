@@ -49,6 +49,8 @@ class Transcript:
     messages and queries are always in ``watched``. ``rounds`` holds every
     broadcast, ``releases`` every published estimate; ``outputs`` maps user
     ids to personal outputs (watched users, or everyone when asked).
+    ``held_out`` (users x items, when the population withholds ratings) holds
+    each user's held-out ratings, for scoring predictions.
     """
 
     arrival: np.ndarray
@@ -63,6 +65,7 @@ class Transcript:
     output_user: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     outputs: np.ndarray | None = None
     inserted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    held_out: sparse.csr_array | None = None
 
     @property
     def n_users(self) -> int:
@@ -96,6 +99,7 @@ class Recorder:
         self.messages: list[np.ndarray] = []
         self.watched: list[tuple] = []
         self.output_parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.held_out_parts: list[tuple[np.ndarray, sparse.csr_array]] = []
         self.rounds: list[Round] = []
         self.releases: list[Release] = []
 
@@ -124,6 +128,18 @@ class Recorder:
         if keep.any():
             self.output_parts.append((ids[keep], outputs[keep]))
 
+    def held_out(self, ids: np.ndarray, ratings: sparse.csr_array) -> None:
+        """Users' held-out ratings (rows follow ``ids``), kept for scoring."""
+        self.held_out_parts.append((ids, sparse.coo_array(ratings)))
+
+    def _held_out_table(self, n_users: int) -> sparse.csr_array | None:
+        if not self.held_out_parts:
+            return None
+        rows = np.concatenate([ids[part.row] for ids, part in self.held_out_parts])
+        cols = np.concatenate([part.col for _, part in self.held_out_parts])
+        values = np.concatenate([part.data for _, part in self.held_out_parts])
+        return sparse.csr_array((values, (rows, cols)), shape=(n_users, self.held_out_parts[0][1].shape[1]))
+
     def transcript(self, arrival, departure, cluster, inserted: np.ndarray) -> Transcript:
         def cat(parts, dtype):
             return np.concatenate(parts) if parts else np.zeros(0, dtype)
@@ -143,7 +159,8 @@ class Recorder:
                           messages=stack_rows(self.messages) if self.keep_all_messages and self.messages
                           else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
                           releases=self.releases, rounds=self.rounds, watched=watched,
-                          output_user=output_user, outputs=outputs, inserted=inserted)
+                          output_user=output_user, outputs=outputs, inserted=inserted,
+                          held_out=self._held_out_table(arrival.size))
 
 
 def stack_rows(parts: list):

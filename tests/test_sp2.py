@@ -207,7 +207,7 @@ def test_full_download_server_view_is_exactly_independent_of_private_ratings():
     views = [run.watched.messages for run in runs]
     assert np.array_equal(views[0], views[1])
     # the private ratings are used, on the device: the target's own fine-tuned model differs
-    outputs = [run.outputs[run.output_user == run.inserted[0]] for run in runs]
+    outputs = [run.outputs[run.output_user == run.inserted[0]].terms for run in runs]
     assert outputs[0].shape == (1, 5) and not np.allclose(outputs[0], outputs[1])
     leaky = [run_with_target(SP2LeakyDownload(factors=4, epochs=3), population, pair.rows(w), coins=5)
              .watched.messages for w in (0, 1)]

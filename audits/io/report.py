@@ -469,7 +469,8 @@ def report_figures(report: dict, tests) -> list[dict]:
 def report_html(report: dict, tests) -> str:
     """The self-contained HTML report of one run (figures embedded)."""
     return render_html("report.html", report=report, figures=report_figures(report, tests),
-                       population=population_text(report["scenario"]["population"]))
+                       population=population_text(report["scenario"]["population"]),
+                       utility=utility_summary(report["utility"]))
 
 
 def schema() -> dict:
