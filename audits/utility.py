@@ -4,11 +4,10 @@ released covariance."""
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 
 from mechanisms.clustering import kmeans_1d
-from scipy import sparse
-
 from mechanisms.matrix_completion import gram
 from simulator.metrics import ndcg_at_k, rmse
 from simulator.transcript import Transcript
