@@ -455,15 +455,22 @@ class RatingsMatrix(_Panel):
         return MatrixPopulation.from_ratings(self._data(), self.like_threshold, self.max_rating)
 
 
+@dataclass
 class _SelectivePrivacy:
     """Marks which ratings each user keeps private (SP2, ``mechanisms.sp2.allocate_private``).
 
     ``allocation``: ``H1`` (a privacy ratio per user) or ``H2`` (per item),
     drawn from Beta(``privacy_beta``); H2's item ratios are the world's, drawn
-    once from ``allocation_seed``.
+    once from ``allocation_seed``. Listed first among a population's bases, so
+    its fields follow the population's and its methods wrap the population's.
     """
 
-    def _check_allocation(self) -> None:
+    allocation: Literal["H1", "H2"] = "H1"
+    privacy_beta: list[Annotated[float, Gt(0)]] = field(default_factory=lambda: [2.0, 2.0])
+    allocation_seed: Annotated[int, Ge(0)] = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if len(self.privacy_beta) != 2:
             raise ParameterError("privacy_beta", f"must be two Beta parameters [a, b], got {self.privacy_beta}")
 
@@ -475,39 +482,19 @@ class _SelectivePrivacy:
         return rows.with_private(allocate_private(rows.ratings, self.allocation, tuple(self.privacy_beta), rng,
                                                   ratios))
 
+    def sample_users(self, n_users, catalogue, rng):
+        clusters, rows = super().sample_users(n_users, catalogue, rng)
+        return clusters, self._with_private(rows, rng)
+
 
 @dataclass
-class SelectiveStarSBMPopulation(StarSBMPopulation, _SelectivePrivacy):
+class SelectiveStarSBMPopulation(_SelectivePrivacy, StarSBMPopulation):
     """``sbm_stars`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
 
-    allocation: Literal["H1", "H2"] = "H1"
-    privacy_beta: list[Annotated[float, Gt(0)]] = field(default_factory=lambda: [2.0, 2.0])
-    allocation_seed: Annotated[int, Ge(0)] = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._check_allocation()
-
-    def sample_users(self, n_users, catalogue, rng):
-        clusters, rows = super().sample_users(n_users, catalogue, rng)
-        return clusters, self._with_private(rows, rng)
-
 
 @dataclass
-class SelectiveRatingsFilePopulation(RatingsFilePopulation, _SelectivePrivacy):
+class SelectiveRatingsFilePopulation(_SelectivePrivacy, RatingsFilePopulation):
     """``ratings_file`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
-
-    allocation: Literal["H1", "H2"] = "H1"
-    privacy_beta: list[Annotated[float, Gt(0)]] = field(default_factory=lambda: [2.0, 2.0])
-    allocation_seed: Annotated[int, Ge(0)] = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._check_allocation()
-
-    def sample_users(self, n_users, catalogue, rng):
-        clusters, rows = super().sample_users(n_users, catalogue, rng)
-        return clusters, self._with_private(rows, rng)
 
 
 POPULATIONS = {"sbm": SBMPopulation, "sbm_stars": StarSBMPopulation, "rank_one": RankOnePopulation,
