@@ -1,45 +1,21 @@
-"""Adversaries against mechanisms. A new attack is one module plus one line in ``ATTACKS``."""
-from .base import Attack
+"""Adversaries against mechanisms.
+
+A new attack is one module here: ``class X(Attack, kind="x")`` registers it in ``ATTACKS``; every module of
+this package is imported below, so nothing else needs a line.
+"""
+import importlib
+import pkgutil
+
+from .base import ATTACKS, Attack
 from .covariance_projection import CovarianceProjectionAttack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
-from .dinur_nissim import DinurNissimAttack
-from .laplace_posterior import LaplacePosteriorAttack
 from .likelihood_ratio import LikelihoodRatioAttack
-from .pmc_sign import PmcSignAttack
-from .pmd_coordinate import PmdCoordinateAttack
-from .pmd_pairwise import PmdPairwiseAttack
-from .sigma_tilt import SigmaTiltAttack
-from .sketch_agreement import SketchAgreementAttack
-from .sp2_server_view import SP2ServerViewAttack
 from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 
-ATTACKS: dict[str, type[Attack]] = {
-    "likelihood_ratio": LikelihoodRatioAttack,
-    "differencing": DifferencingAttack,
-    "differencing_noise_aware": NoiseAwareDifferencingAttack,
-    "sketch_agreement": SketchAgreementAttack,
-    "subspace_alignment": SubspaceAlignmentAttack,
-    "covariance_projection": CovarianceProjectionAttack,
-    "unpublished_direction": UnpublishedDirectionAttack,
-    "pmc_sign": PmcSignAttack,
-    "pmd_pairwise": PmdPairwiseAttack,
-    "pmd_coordinate": PmdCoordinateAttack,
-    "laplace_posterior": LaplacePosteriorAttack,
-    "dinur_nissim": DinurNissimAttack,
-    "sigma_tilt": SigmaTiltAttack,
-    "sp2_server_view": SP2ServerViewAttack,
-    **OUTPUT_ATTACKS,
-}
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-
-def get_attack(kind: str) -> type[Attack]:
-    """The attack class registered as ``kind``; the error lists valid names."""
-    try:
-        return ATTACKS[kind]
-    except KeyError:
-        raise KeyError(f"unknown attack {kind!r}; registered: {', '.join(sorted(ATTACKS))}") from None
-
-
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack", "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack",
-           "LogisticAttack", "OutputAttack", "get_attack"]
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack",
+           "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack", "LogisticAttack",
+           "OutputAttack", "SubspaceAlignmentAttack", "UnpublishedDirectionAttack"]

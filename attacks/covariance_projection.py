@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -65,13 +65,12 @@ def contribution_scores(mechanism, release, rows: sparse.csr_array) -> np.ndarra
 
 
 @dataclass
-class CovarianceProjectionAttack(Attack):
+class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
     """Inverse-variance projection of McSherry–Mironov's measurements on the target's contribution."""
 
-    name = "covariance_projection"
     views = ("releases", "others", "target")
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if not hasattr(mechanism, "noise_scales") or not hasattr(mechanism, "centred"):
             raise ValueError(f"attack {self.name} reads McSherry–Mironov releases, not {mechanism.name}'s")
         rows0, rows1 = pair.rows0.ratings, pair.rows1.ratings

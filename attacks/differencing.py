@@ -33,7 +33,7 @@ from typing import Annotated, ClassVar
 import numpy as np
 from annotated_types import Ge
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -53,10 +53,9 @@ def _covariances(releases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @dataclass
-class DifferencingAttack(Attack):
+class DifferencingAttack(Attack, kind="differencing"):
     """Releases after the target's arrival minus releases before it, projected on the pair's difference."""
 
-    name = "differencing"
     views = ("releases",)
     #: releases used on each side of the arrival (None: all of them)
     window: Annotated[int, Ge(1)] | None = None
@@ -82,7 +81,7 @@ class DifferencingAttack(Attack):
         weighted = np.linalg.solve(covariance, design)
         return float(np.linalg.solve(design.T @ weighted, weighted.T @ projections)[-1])
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":
             raise ValueError(f"attack {self.name} reads the releases view, not {view.kind!r}")
         if view.arrival is None:
@@ -110,8 +109,7 @@ def _projections(matrices: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.nda
 
 
 @dataclass
-class NoiseAwareDifferencingAttack(DifferencingAttack):
+class NoiseAwareDifferencingAttack(DifferencingAttack, kind="differencing_noise_aware"):
     """Differencing weighted by the server's public release-noise covariance (generalised least squares)."""
 
-    name = "differencing_noise_aware"
     noise_aware: ClassVar[bool] = True

@@ -1,12 +1,12 @@
 """Dinur–Nissim linear-programming reconstruction of a bit database from noisy subset sums."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, sparse
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -36,7 +36,7 @@ def lp_reconstruct(subsets: np.ndarray, answers: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class DinurNissimAttack(Attack):
+class DinurNissimAttack(Attack, kind="dinur_nissim"):
     """Reads a messages view of noisy subset sums of the user's like bits over the items.
 
     Each run's queries hold the subsets (runs, queries x items, flattened) and
@@ -45,10 +45,9 @@ class DinurNissimAttack(Attack):
     items rated in either world.
     """
 
-    name: str = field(default="dinur_nissim", init=False, repr=False)
     views = ("messages",)
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages" or not view.queries:
             raise ValueError(f"attack {self.name} reads a messages view with subset queries")
         runs = message_rows(pair, view)

@@ -1,11 +1,11 @@
 """Bayesian posterior reconstruction from Laplace-noised rating vectors, with a prior from public users."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -26,7 +26,7 @@ def level_prior(public_ratings, levels: np.ndarray, smoothing: float = 1.0) -> n
 
 
 @dataclass
-class LaplacePosteriorAttack(Attack):
+class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
     """Reads the messages view of a mechanism releasing ``value + Lap(0, b)`` per item (``scale`` b).
 
     ``reconstruct``: the posterior over levels of every released coordinate,
@@ -36,7 +36,6 @@ class LaplacePosteriorAttack(Attack):
     rated items are released as they are, as the completed vector keeps them).
     """
 
-    name: str = field(default="laplace_posterior", init=False, repr=False)
     views = ("messages",)
 
     @staticmethod
@@ -51,7 +50,7 @@ class LaplacePosteriorAttack(Attack):
         levels = np.asarray(levels, float)
         return levels[np.argmax(self.posterior(messages, prior, levels, scale), axis=2)]
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
         scale = getattr(mechanism, "scale", None)

@@ -28,7 +28,7 @@ scenarios, reading the ``messages`` view (each run's released bits).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -147,7 +147,7 @@ def _unique_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass
-class HistogramAttack(OutputAttack):
+class HistogramAttack(OutputAttack, kind="histogram"):
     """Exact counts: score = smoothed log P̂(output | world 1) − log P̂(output | world 0).
 
     For small discrete outputs (indices, bit vectors, capped counts). Counts
@@ -155,7 +155,6 @@ class HistogramAttack(OutputAttack):
     prior log ratio (0 for equal fitting sizes).
     """
 
-    name: str = field(default="histogram", init=False, repr=False)
     max_categories: int = 4096
 
     def __post_init__(self) -> None:
@@ -218,10 +217,9 @@ def _fit_rows(table0, table1, max_fit: int | None) -> tuple[np.ndarray, np.ndarr
 
 
 @dataclass
-class LogisticAttack(OutputAttack):
+class LogisticAttack(OutputAttack, kind="logistic"):
     """scikit-learn ``LogisticRegression`` on the feature map; score = its log-odds."""
 
-    name: str = field(default="logistic", init=False, repr=False)
     C: float = 1.0
     max_fit: int | None = 200_000
 
@@ -238,13 +236,12 @@ class LogisticAttack(OutputAttack):
 
 
 @dataclass
-class BoostedAttack(OutputAttack):
+class BoostedAttack(OutputAttack, kind="boosted"):
     """scikit-learn ``HistGradientBoostingClassifier`` on the feature map; score = its raw log-odds.
 
     Seeded from the audit's seed (its early-stopping split is random).
     """
 
-    name: str = field(default="boosted", init=False, repr=False)
     max_iter: int = 200
     learning_rate: float = 0.1
     max_leaf_nodes: int = 15
@@ -267,8 +264,5 @@ class BoostedAttack(OutputAttack):
 
 
 #: The learned attacks by name (the harness's ``attack=`` and scenarios' ``kind``).
-OUTPUT_ATTACKS: dict[str, type[OutputAttack]] = {
-    "histogram": HistogramAttack,
-    "logistic": LogisticAttack,
-    "boosted": BoostedAttack,
-}
+OUTPUT_ATTACKS: dict[str, type[OutputAttack]] = {cls.kind: cls for cls in (HistogramAttack, LogisticAttack,
+                                                                             BoostedAttack)}

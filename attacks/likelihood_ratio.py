@@ -1,7 +1,7 @@
 """The likelihood-ratio test on an audited user's released messages (Neyman–Pearson optimal)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,7 +16,7 @@ QUERY_CAP = 1e3
 
 
 @dataclass
-class LikelihoodRatioAttack(Attack):
+class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
     """Score = log P(messages | world 1) − log P(messages | world 0).
 
     Uses the mechanism's *published* randomizer and the user's true sketches
@@ -29,14 +29,13 @@ class LikelihoodRatioAttack(Attack):
     so that scores stay finite.
     """
 
-    name: str = field(default="likelihood_ratio", init=False, repr=False)
     views = ("messages",)
 
     def scores(self, mechanism, pair, view) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"the likelihood-ratio attack reads the 'messages' view, got {view.kind!r}")
         if not isinstance(mechanism, LocalMechanism):
-            raise ValueError(f"the likelihood-ratio attack needs a local randomizer; {mechanism.name} is not one")
+            raise ValueError(f"the likelihood-ratio attack needs a local randomizer; {mechanism.kind} is not one")
         messages = view.messages
         if pair.sketches is not None and all(q.shape[0] == 1 for q in view.queries):
             s0, s1 = pair.sketches  # local replay: one fixed query for every run

@@ -1,11 +1,11 @@
 """PMC sign recovery: the released ``±h·sign(r − μ)`` gives away ``sign(r − μ)`` up to one global sign."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -27,7 +27,7 @@ def item_means_of(view: View) -> np.ndarray:
 
 
 @dataclass
-class PmcSignAttack(Attack):
+class PmcSignAttack(Attack, kind="pmc_sign"):
     """Reads the messages view. ``reconstruct``: the guess ``sign(message)`` of ``sign(r − μ)``.
 
     Distinguishing score: how well the message's signs match world 1's
@@ -35,14 +35,13 @@ class PmcSignAttack(Attack):
     for world 0.
     """
 
-    name: str = field(default="pmc_sign", init=False, repr=False)
     views = ("messages",)
 
     @staticmethod
     def reconstruct(messages: np.ndarray) -> np.ndarray:
         return np.sign(messages)
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
         guess, mu, runs = self.reconstruct(view.messages), item_means_of(view), message_rows(pair, view)

@@ -1,11 +1,11 @@
 """PMD single-coordinate attack: one released coordinate against the two worlds' rating of that item."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -14,7 +14,7 @@ from .pmc_sign import message_rows
 
 
 @dataclass
-class PmdCoordinateAttack(Attack):
+class PmdCoordinateAttack(Attack, kind="pmd_coordinate"):
     """Reads the messages view; looks at ONE coordinate per run: the first rated item where the worlds differ.
 
     Score: ``|x_i − r₀_i| − |x_i − r₁_i|`` (closer to world 1's rating scores
@@ -23,14 +23,13 @@ class PmdCoordinateAttack(Attack):
     itself as the guess of every rating.
     """
 
-    name: str = field(default="pmd_coordinate", init=False, repr=False)
     views = ("messages",)
 
     @staticmethod
     def reconstruct(messages: np.ndarray) -> np.ndarray:
         return messages
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
         runs = message_rows(pair, view)

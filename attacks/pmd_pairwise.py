@@ -1,11 +1,11 @@
 """PMD pairwise reconstruction: the released candidate keeps the user's 2nd-order structure (by design)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -14,7 +14,7 @@ from .pmc_sign import item_means_of, message_rows
 
 
 @dataclass
-class PmdPairwiseAttack(Attack):
+class PmdPairwiseAttack(Attack, kind="pmd_pairwise"):
     """Reads the messages view. ``reconstruct``: the centred candidate ``a = x − μ``, whose products
     ``sign(a_i a_j)`` guess ``sign((r_i − μ_i)(r_j − μ_j))``; given the public ``Σ``, the candidate
     smoothed by it, ``a Σ`` (its noise off the model's item subspace damped).
@@ -23,7 +23,6 @@ class PmdPairwiseAttack(Attack):
     items (``r_b' = r_b − μ`` in world b): PMD picks candidates aligned with ±r'.
     """
 
-    name: str = field(default="pmd_pairwise", init=False, repr=False)
     views = ("messages",)
 
     @staticmethod
@@ -31,7 +30,7 @@ class PmdPairwiseAttack(Attack):
         a = messages - mu
         return a if sigma is None else a @ sigma
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
         mu, runs = item_means_of(view), message_rows(pair, view)

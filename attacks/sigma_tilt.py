@@ -8,11 +8,11 @@ unit length), from the last release. Reads the ``releases`` view.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -26,13 +26,12 @@ def _centred_units(rows, mu: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class SigmaTiltAttack(Attack):
+class SigmaTiltAttack(Attack, kind="sigma_tilt"):
     """``x₁ᵀΣ²x₁ − x₀ᵀΣ²x₀`` on the last published ``(μ, Σ)`` (one run per audited user, or many canaries)."""
 
-    name: str = field(default="sigma_tilt", init=False, repr=False)
     views = ("releases",)
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":
             raise ValueError(f"attack {self.name} reads the releases view, got {view.kind!r}")
         if view.audited is not None:  # canaries: one run, one model for all

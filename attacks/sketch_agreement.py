@@ -1,7 +1,7 @@
 """A randomizer-free attack: how many released bits agree with the world-1 sketch rather than the world-0 one."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from .base import Attack
 
 
 @dataclass
-class SketchAgreementAttack(Attack):
+class SketchAgreementAttack(Attack, kind="sketch_agreement"):
     """Score = #bits equal to the world-1 sketch − #bits equal to the world-0 sketch.
 
     Needs the true sketches in both worlds but not the randomizer: it stays
@@ -21,7 +21,6 @@ class SketchAgreementAttack(Attack):
     bits of equal budget, it orders runs exactly as the likelihood ratio does.
     """
 
-    name: str = field(default="sketch_agreement", init=False, repr=False)
     views = ("messages",)
 
     def scores(self, mechanism, pair, view) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The SP2 server's view of one device: its public ratings and which item factors it fetched (the fetch log)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -9,7 +9,7 @@ from .base import Attack
 
 
 @dataclass
-class SP2ServerViewAttack(Attack):
+class SP2ServerViewAttack(Attack, kind="sp2_server_view"):
     """Scores a run by how many of world 1's private items the target fetched, minus world 0's.
 
     Reads the ``messages`` view of SP2 (public ratings, then the fetch
@@ -18,7 +18,6 @@ class SP2ServerViewAttack(Attack):
     ``+|private|`` in world 1 and ``-|private|`` in world 0.
     """
 
-    name: str = field(default="sp2_server_view", init=False, repr=False)
     views = ("messages",)
 
     def scores(self, mechanism, pair, view) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View, rows_of
 
@@ -41,13 +41,12 @@ def _published_basis(release) -> np.ndarray:
 
 
 @dataclass
-class SubspaceAlignmentAttack(Attack):
+class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
     """Tilt of the adversary's item vectors toward the world-1 target's items, minus toward world 0's."""
 
-    name = "subspace_alignment"
     views = ("releases", "others", "target")
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         x0, x1 = _directions(pair)
         if view.audited is not None:
             return self._canary_scores(view, x0, x1)
@@ -96,7 +95,7 @@ def _rows_tilt(rows, x: np.ndarray) -> float:
 
 
 @dataclass
-class UnpublishedDirectionAttack(Attack):
+class UnpublishedDirectionAttack(Attack, kind="unpublished_direction"):
     """The others view only: tilt of the part of other users' rows that no published vector explains.
 
     Under a protocol whose users combine only what it publishes, that part is
@@ -104,10 +103,9 @@ class UnpublishedDirectionAttack(Attack):
     users an unpublished global quantity shows it here.
     """
 
-    name = "unpublished_direction"
     views = ("others",)
 
-    def scores(self, mechanism: Protocol, pair: TargetPair, view: View) -> np.ndarray:
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "others" or view.audited is not None:
             raise ValueError(f"attack {self.name} reads the others view of one run per audited user")
         x0, x1 = _directions(pair)

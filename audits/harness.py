@@ -3,7 +3,7 @@
 Runs a mechanism many times on each of two neighbouring dataset values,
 scores the outputs with an attack, and turns the scores into an ε lower
 bound (AUDITING.md, "Distinguishing game"): :func:`audits.stats.bounds.split_epsilon_bound`
-(Clopper–Pearson, any mechanism) or :func:`audits.stats.bounds.split_gdp_bound`
+(Clopper–Pearson, any mechanism) or :func:`audits.stats.gdp.split_gdp_bound`
 (Gaussian DP, for Gaussian-like mechanisms). The claim is *violated* when
 ε_LB > ε_claimed; this is wrongly concluded for a mechanism that meets its
 claim with probability ≤ ``alpha``. So:
@@ -38,10 +38,11 @@ import numpy as np
 from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, output_table
 from mechanisms import PrivacyClaim
 
-from .stats.bounds import BoundResult, epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound, \
-    heldout_epsilon_bound, heldout_gdp_bound, holm_adjust
+from .stats.rates import BoundResult, epsilon_lower_bound
+from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
+from .stats.bounds import heldout_epsilon_bound
 from .stats.estimators import GaussianDP
-from .stats.pvalues import p_value_from_bound
+from .stats.pvalues import holm_adjust, p_value_from_bound
 
 __all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
            "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
@@ -159,7 +160,7 @@ def _learned_scores(attack, tables, selection_fraction: float, seed) -> tuple[li
     attack.fit_outputs(fitted[0], fitted[1], seed=seed)
     sel = [attack.score_outputs(t_sel) for t_sel, _ in select]
     evaluation = [attack.score_outputs(t_eval) for _, t_eval in select]
-    return sel, evaluation, attack.name
+    return sel, evaluation, attack.kind
 
 
 def _check_attack(attack, score) -> None:

@@ -30,7 +30,7 @@ from .designs import DESIGNS, AuditJob
 from .executors import open_executor
 from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
-from .stats.bounds import holm_adjust
+from .stats.pvalues import holm_adjust
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
 

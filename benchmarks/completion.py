@@ -254,7 +254,7 @@ def eigen_trace(users: int, row_bound: float, epsilon: float, iterations: int = 
                                   recorder=Recorder(answers=False))
         published = transcript.releases[-1].item_labels
         roots = [float(v) for v in published["eigenvalues"]]  # λ̂_t, the square roots
-        rows.append({"mechanism": mech.name, "L": row_bound, "epsilon": epsilon if mech.noise_on else None,
+        rows.append({"mechanism": mech.kind, "L": row_bound, "epsilon": epsilon if mech.noise_on else None,
                      "top_eigenvalue": [round(v * v, 1) for v in roots],
                      "alignment": np.abs(published["basis"] @ truth).round(4).tolist(),
                      "noise_spectral_norm": 2 * mech.noise.sigma * np.sqrt(400) if mech.noise_on else 0.0})

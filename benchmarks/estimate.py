@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from audits.io.limits import estimate  # noqa: E402
+from audits.io.limits import estimate_cost  # noqa: E402
 from audits.io.scenario import build, load_scenario  # noqa: E402
 from audits.runner import run_scenario  # noqa: E402
 from mechanisms import MECHANISMS  # noqa: E402
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     ratios = []
     for path in paths:
         scenario = load_scenario(path)
-        cost = estimate(scenario, build(scenario.mechanism, MECHANISMS))
+        cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
         started = time.perf_counter()
         run_scenario(scenario, executor_kind="serial")
         measured = time.perf_counter() - started

@@ -1,8 +1,13 @@
 """Privacy mechanisms and their claims. Pure numpy/scipy, no I/O.
 
-A new mechanism is one module here plus one line in ``MECHANISMS``.
+A new mechanism is one module here: ``class X(Mechanism, kind="x")`` registers it in ``MECHANISMS``;
+every module of this package is imported below, so nothing else needs a line.
 """
-from .base import BitRandomizer, GaussianNoise, LocalMechanism, ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
+import importlib
+import pkgutil
+
+from .base import (MECHANISMS, BitRandomizer, GaussianNoise, LocalMechanism, Mechanism, ParameterError, PrivacyClaim,
+                   UserBatch, WorldInfo)
 from .continual_covariance import NaiveContinualCovariance, TreeContinualCovariance
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
@@ -15,43 +20,13 @@ from .projected_gradient import PrivateProjectedGradient
 from .xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from .sp2 import SP2, SP2LeakyDownload
 
-MECHANISMS: dict[str, type[Protocol]] = {
-    "maxsense": MaxSense,
-    "maxsense_broken": MaxSenseBroken,
-    "pairwise_preference": PairwisePreference,
-    "pairwise_preference_broken": PairwisePreferenceBroken,
-    "multi_maxsense": MultiMaxSense,
-    "multi_maxsense_broken": MultiMaxSenseBroken,
-    "adaptive_maxsense": AdaptiveMaxSense,
-    "adaptive_maxsense_broken": AdaptiveMaxSenseBroken,
-    "private_frank_wolfe": PrivateFrankWolfe,
-    "private_frank_wolfe_no_noise": PrivateFrankWolfeNoNoise,
-    "private_frank_wolfe_no_projection": PrivateFrankWolfeNoProjection,
-    "private_frank_wolfe_leaky_outputs": PrivateFrankWolfeLeakyOutputs,
-    "frank_wolfe": FrankWolfe,
-    "private_projected_gradient": PrivateProjectedGradient,
-    "mcsherry_mironov": McSherryMironov,
-    "mcsherry_mironov_per_user_claim": McSherryMironovPerUserClaim,
-    "continual_covariance_naive": NaiveContinualCovariance,
-    "continual_covariance_tree": TreeContinualCovariance,
-    "xin_jaakkola": XinJaakkola,
-    "xin_jaakkola_laplace": XinJaakkolaLaplace,
-    "sp2": SP2,
-    "sp2_leaky_download": SP2LeakyDownload,
-}
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-
-def get_mechanism(kind: str) -> type[Protocol]:
-    """The mechanism class registered as ``kind``; the error lists valid names."""
-    try:
-        return MECHANISMS[kind]
-    except KeyError:
-        raise KeyError(f"unknown mechanism {kind!r}; registered: {', '.join(sorted(MECHANISMS))}") from None
-
-
-__all__ = ["BitRandomizer", "GaussianNoise", "Protocol", "LocalMechanism", "ParameterError", "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS", "get_mechanism",
+__all__ = ["BitRandomizer", "GaussianNoise", "Mechanism", "LocalMechanism", "ParameterError", "PrivacyClaim",
+           "UserBatch", "WorldInfo", "MECHANISMS",
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",
            "PrivateProjectedGradient", "XinJaakkola", "XinJaakkolaLaplace", "SP2", "SP2LeakyDownload",
-           "NaiveContinualCovariance", "TreeContinualCovariance"]
+           "NaiveContinualCovariance", "TreeContinualCovariance", "McSherryMironov", "McSherryMironovPerUserClaim"]

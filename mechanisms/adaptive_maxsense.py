@@ -44,8 +44,8 @@ post-processing), so the protocol is epsilon-LDP per user.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
@@ -110,7 +110,7 @@ def waterfill(weights: np.ndarray, mean: float, cap: float = 1.0) -> np.ndarray:
 
 
 @dataclass
-class AdaptiveMaxSense(LocalMechanism):
+class AdaptiveMaxSense(LocalMechanism, kind="adaptive_maxsense"):
     """MaxSense with an adaptive server: after a warm-up, uncertain items are sensed more often."""
 
     epsilon: Annotated[float, Gt(0)]
@@ -119,7 +119,6 @@ class AdaptiveMaxSense(LocalMechanism):
     focus: Annotated[float, Ge(1)] = 4.0
     update_every: Annotated[int, Ge(1)] = 1000
     max_probability: Annotated[float, Gt(0), Le(1)] = 0.5
-    name: str = field(default="adaptive_maxsense", init=False, repr=False)
 
     def init_state(self, world: WorldInfo) -> AdaptiveMaxSenseState:
         p = min(1.0, self.theta / world.ratings_per_user)
@@ -190,20 +189,14 @@ class AdaptiveMaxSense(LocalMechanism):
         weights = 1.0 + (self.focus - 1.0) * np.exp(-0.5 * z * z)
         state.sensing_probability = waterfill(weights, state.base_probability, self.max_probability)
 
-    def estimate(self, state: AdaptiveMaxSenseState) -> np.ndarray:
+    def publish(self, state: AdaptiveMaxSenseState) -> np.ndarray:
         x, _ = self.normalised_scores(state)
         seen = np.isfinite(x)
         x = np.where(seen, x, np.median(x[seen]) if seen.any() else 0.0)
         return kmeans_1d(x, state.world.n_item_clusters)
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "warmup_users": self.warmup_users,
-                "focus": self.focus, "update_every": self.update_every, "max_probability": self.max_probability,
-                "randomizer_epsilon": self.randomizer_epsilon}
-
 
 @dataclass
-class AdaptiveMaxSenseBroken(LeakyRandomizer, AdaptiveMaxSense):
+class AdaptiveMaxSenseBroken(LeakyRandomizer, AdaptiveMaxSense, kind="adaptive_maxsense_broken"):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    name: str = field(default="adaptive_maxsense_broken", init=False, repr=False)

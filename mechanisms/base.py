@@ -1,10 +1,11 @@
 """The contracts every mechanism honours: its privacy claim and its protocol."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from annotated_types import Ge
@@ -13,6 +14,11 @@ from scipy import sparse
 from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
+from .registry import Registry
+
+#: every registered mechanism, by kind
+MECHANISMS: Registry = Registry("mechanism")
+
 
 class ParameterError(ValueError):
     """A bad parameter value; ``field`` (a name or dotted path) says where, so errors can point at it."""
@@ -133,7 +139,7 @@ class WorldInfo:
     n_item_clusters: int
 
 
-class Protocol(ABC):
+class Mechanism(ABC):
     """A multi-round protocol between a server and the users present (DESIGN.md, "Core contracts").
 
     The engine (``simulator.engine``, the only round loop) drives it. Each
@@ -143,7 +149,7 @@ class Protocol(ABC):
     (``respond``); the server folds each batch of messages into its state
     (``aggregate``) and, once the round's batches are in, finishes the round
     (``end_round``: where central noise goes). At release times it publishes
-    ``estimate(state)``. When a user is done, it may compute a personal output
+    ``publish(state)``. When a user is done, it may compute a personal output
     from its rows, its carried state and the server's state
     (``personal_output``: what joint DP protects). Queries, messages, carried
     state and personal outputs are numpy arrays with users on axis 0, so every
@@ -153,7 +159,8 @@ class Protocol(ABC):
     one user's participation releases when it answers ``answers`` queries.
     """
 
-    name: str = ""
+    #: the registered name (``class X(Mechanism, kind="x")`` sets it and registers X in ``MECHANISMS``)
+    kind: ClassVar[str] = ""
     #: what the claim is about; subclasses override as their paper says
     claim_model: Model = "local"
     claim_unit: Unit = "user"
@@ -165,6 +172,14 @@ class Protocol(ABC):
     #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,
     #: and audits draw it per run from each world's row (``query_log_likelihood`` scores it)
     queries_read_rated: bool = False
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        MECHANISMS.add(cls, kind)
+
+    def dump_config(self) -> dict[str, Any]:
+        """The mechanism's kind and its parameters (its dataclass fields), as a scenario would give them."""
+        return {"kind": self.kind} | {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
@@ -228,7 +243,7 @@ class Protocol(ABC):
         return state
 
     @abstractmethod
-    def estimate(self, state: Any) -> Any:
+    def publish(self, state: Any) -> Any:
         """The published output (e.g. an item clustering, one label per item)."""
 
     def personal_output(self, users: UserBatch, carried: np.ndarray | None, state: Any) -> np.ndarray | None:
@@ -238,10 +253,6 @@ class Protocol(ABC):
     def take_queries(self, queries: Any, index: np.ndarray | slice) -> Any:
         """Rows ``index`` of a batch of queries (arrays indexed on axis 0)."""
         return queries[index]
-
-    def describe(self) -> dict[str, Any]:
-        """Parameters for reports."""
-        return {"name": self.name}
 
 
 @dataclass(frozen=True)
@@ -293,12 +304,12 @@ class GaussianNoise:
         return GaussianRelease(self.sigma, sensitivity=self.sensitivity, count=count)
 
 
-class LocalMechanism(Protocol):
+class LocalMechanism(Mechanism):
     """A one-round local protocol: public queries, private sketches, randomized bits.
 
     Each user computes true sketch bits from its private rows (``sketch``)
     and releases them through the mechanism's ``randomizer``; everything else
-    (queries, aggregation, estimate) is the ``Protocol`` contract. The claim
+    (queries, aggregation, publish) is the ``Mechanism`` contract. The claim
     is epsilon-LDP per user (replace), from the randomizer's published budget
     over the ``bits_per_answer`` bits of every answer.
     """
@@ -361,5 +372,3 @@ class LeakyRandomizer:
     def randomizer_epsilon(self) -> float:
         return self.leak_factor * self.epsilon
 
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"leak_factor": self.leak_factor}

@@ -39,7 +39,7 @@ import numpy as np
 from annotated_types import Ge, Gt, Lt
 
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
-from .base import ParameterError, Protocol, UserBatch, WorldInfo
+from .base import ParameterError, Mechanism, UserBatch, WorldInfo
 from .matrix_completion import clip_rows, gram, symmetric_gaussian
 
 
@@ -73,7 +73,7 @@ class CovarianceState:
 
 
 @dataclass
-class ContinualCovariance(Protocol):
+class ContinualCovariance(Mechanism):
     """A server re-publishing the noisy covariance of every user seen so far after each of ``ticks`` ticks.
 
     Central DP per user (replace-one of the user's whole presence). ``ticks``
@@ -90,7 +90,7 @@ class ContinualCovariance(Protocol):
     claim_neighbouring = "replace"
     #: disjoint rated sets: the replacement that moves a second-moment statistic most
     audit_pair = "disjoint_support"
-    #: what ``estimate`` publishes: a dict with the noisy ``covariance`` (utility reads it)
+    #: what ``publish`` returns: a dict with the noisy ``covariance`` (utility reads it)
     publishes = "covariance"
 
     def __post_init__(self) -> None:
@@ -134,23 +134,18 @@ class ContinualCovariance(Protocol):
     def _advance(self, state: CovarianceState, rng: np.random.Generator) -> None:
         """Fold ``state.increment`` (tick ``state.tick``) in and set ``state.release``."""
 
-    def estimate(self, state: CovarianceState) -> dict[str, Any]:
+    def publish(self, state: CovarianceState) -> dict[str, Any]:
         return {"covariance": state.release.copy(), "tick": state.tick}
 
     @abstractmethod
     def release_noise_covariance(self, ticks) -> np.ndarray:
         """Covariance of the noise one matrix entry gets in the releases at ``ticks`` (public: σ and the schedule)."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta, "ticks": self.ticks,
-                "row_bound": self.row_bound, "sigma": self.sigma, "sensitivity": self.sensitivity}
-
 
 @dataclass
-class NaiveContinualCovariance(ContinualCovariance):
+class NaiveContinualCovariance(ContinualCovariance, kind="continual_covariance_naive"):
     """Broken server: every release gets fresh noise for (ε, δ) of ONE release; the claim ignores the rest."""
 
-    name: str = field(default="continual_covariance_naive", init=False, repr=False)
 
     def _sigma(self) -> float:
         return gaussian_sigma_for(self.epsilon, self.delta, self.sensitivity, 1)
@@ -173,10 +168,9 @@ class NaiveContinualCovariance(ContinualCovariance):
 
 
 @dataclass
-class TreeContinualCovariance(ContinualCovariance):
+class TreeContinualCovariance(ContinualCovariance, kind="continual_covariance_tree"):
     """The binary-tree mechanism: (ε, δ) for the whole stream, each release a sum of ≤ ⌈log2 T⌉+1 noisy nodes."""
 
-    name: str = field(default="continual_covariance_tree", init=False, repr=False)
 
     @property
     def levels(self) -> int:

@@ -43,7 +43,7 @@ class FrankWolfeState(GramState):
 
 
 @dataclass
-class PrivateFrankWolfe(GramCompletion):
+class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
     """Algorithm 1 of Jain et al.: private FW, global/local split, (ε, δ)-joint DP per user."""
 
     #: k = nuclear_scale * sqrt(users * items): the nuclear-norm ball of ``‖Y‖_* ≤ k``
@@ -56,7 +56,6 @@ class PrivateFrankWolfe(GramCompletion):
     oja_steps: Annotated[int, Ge(1)] = 50
     #: σ from the accountant (exactly ε at δ) or the paper's formula L²·sqrt(64 T log(1/δ))/ε (exact only)
     calibration: Literal["accountant", "paper"] = "accountant"
-    name: str = field(default="private_frank_wolfe", init=False, repr=False)
     #: twin switch: the last step uses the un-noised top eigenvector (see the broken twins below)
     leak_unnoised: bool = field(default=False, init=False, repr=False)
 
@@ -134,7 +133,7 @@ class PrivateFrankWolfe(GramCompletion):
         v *= np.sign(v[np.argmax(np.abs(v))])
         return float(np.linalg.norm(a @ v) ** 2 + rng.normal(0.0, sigma)), v
 
-    def estimate(self, state: FrankWolfeState) -> dict[str, np.ndarray]:
+    def publish(self, state: FrankWolfeState) -> dict[str, np.ndarray]:
         """The published eigenpairs: ``basis`` (v̂_t as rows) and ``eigenvalues`` (λ̂_t)."""
         return {"basis": state.basis.copy(), "eigenvalues": state.eigenvalues.copy()}
 
@@ -175,41 +174,34 @@ class PrivateFrankWolfe(GramCompletion):
         coefficients = self._step(targets, carried, state.basis, state.shifted, bound)
         return LowRankRows(coefficients[:, :state.basis.shape[0]], state.basis)
 
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"nuclear_scale": self.nuclear_scale, "eigen": self.eigen,
-                                     "shift_scale": self.shift_scale}
-
 
 @dataclass
-class FrankWolfe(PrivateFrankWolfe):
+class FrankWolfe(PrivateFrankWolfe, kind="frank_wolfe"):
     """Non-private Frank–Wolfe (the utility baseline): the same protocol with no noise and no shift.
 
     It claims nothing (ε = ∞); ``epsilon`` and ``delta`` are ignored.
     """
 
     epsilon: Annotated[float, Gt(0)] = 1.0
-    name: str = field(default="frank_wolfe", init=False, repr=False)
     noise_on: bool = field(default=False, init=False, repr=False)
 
 
 @dataclass
-class PrivateFrankWolfeNoNoise(PrivateFrankWolfe):
+class PrivateFrankWolfeNoNoise(PrivateFrankWolfe, kind="private_frank_wolfe_no_noise"):
     """Broken twin: claims the private mechanism's (ε, δ) but adds no noise (keeps the eigenvalue shift)."""
 
-    name: str = field(default="private_frank_wolfe_no_noise", init=False, repr=False)
     spend_noise: bool = field(default=False, init=False, repr=False)
 
 
 @dataclass
-class PrivateFrankWolfeNoProjection(PrivateFrankWolfe):
+class PrivateFrankWolfeNoProjection(PrivateFrankWolfe, kind="private_frank_wolfe_no_projection"):
     """Broken twin: skips Π_{L,Ω} and the clipping of ratings, so ‖A_i‖ ≤ 2L no longer holds."""
 
-    name: str = field(default="private_frank_wolfe_no_projection", init=False, repr=False)
     project: bool = field(default=False, init=False, repr=False)
 
 
 @dataclass
-class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe):
+class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe, kind="private_frank_wolfe_leaky_outputs"):
     """Broken twin: publishes the noisy v̂'s, but users' outputs replay every step with the un-noised ones.
 
     Users' messages follow the published v̂'s, so the releases are exactly as
@@ -217,7 +209,6 @@ class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe):
     the un-noised global quantity.
     """
 
-    name: str = field(default="private_frank_wolfe_leaky_outputs", init=False, repr=False)
     leak_unnoised: bool = field(default=True, init=False, repr=False)
 
 

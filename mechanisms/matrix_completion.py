@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 from annotated_types import Ge, Gt, Lt
@@ -16,7 +16,7 @@ from scipy import sparse
 from scipy.sparse import linalg as sparse_linalg
 
 from .accounting import GaussianRelease, gaussian_sigma_for
-from .base import GaussianNoise, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from .base import GaussianNoise, PrivacyClaim, Mechanism, UserBatch, WorldInfo
 
 #: elements of the dense block of predicted rows built at a time
 _DENSE_CHUNK = 2 ** 21
@@ -149,7 +149,7 @@ class GramState:
 
 
 @dataclass
-class GramCompletion(Protocol):
+class GramCompletion(Mechanism):
     """Matrix completion with the global/local split of Jain et al.: users send ``A_i = P_Ω(Y_i − Y*_i)``,
     the server publishes noisy functions of ``W = Σ A_iᵀA_i``, users keep their rows.
 
@@ -231,6 +231,3 @@ class GramCompletion(Protocol):
         norms = row_norms(observed(targets, coefficients[:, :basis.shape[0]], basis))
         return coefficients * np.minimum(1.0, self.row_bound / np.maximum(norms, 1e-300))[:, None]
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta, "iterations": self.iterations,
-                "row_bound": self.row_bound, "sigma": self.noise.sigma, "sensitivity": self.noise.sensitivity}

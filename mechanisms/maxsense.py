@@ -14,8 +14,8 @@ released bit), so it needs fewer users. The paper's raw sum is the default.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Gt
@@ -37,13 +37,12 @@ class MaxSenseState:
 
 
 @dataclass
-class MaxSense(LocalMechanism):
+class MaxSense(LocalMechanism, kind="maxsense"):
     """MaxSense with one sensing query per user and epsilon-DP bit release."""
 
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0
     score: Literal["raw", "centred"] = "raw"
-    name: str = field(default="maxsense", init=False, repr=False)
 
     def init_state(self, world: WorldInfo) -> MaxSenseState:
         p = min(1.0, self.theta / world.ratings_per_user)
@@ -71,12 +70,8 @@ class MaxSense(LocalMechanism):
         """The scores clustered: raw sums, or centred on the mean released bit (``score``)."""
         return centred_scores(state.scores, state.exposures, state.bits, state.users_seen, self.score)
 
-    def estimate(self, state: MaxSenseState) -> np.ndarray:
+    def publish(self, state: MaxSenseState) -> np.ndarray:
         return kmeans_1d(self.item_scores(state), state.world.n_item_clusters)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "score": self.score,
-                "randomizer_epsilon": self.randomizer_epsilon}
 
 
 def centred_scores(scores: np.ndarray, exposures: np.ndarray, bits: float, released: int, score: str) -> np.ndarray:
@@ -87,7 +82,6 @@ def centred_scores(scores: np.ndarray, exposures: np.ndarray, bits: float, relea
 
 
 @dataclass
-class MaxSenseBroken(LeakyRandomizer, MaxSense):
+class MaxSenseBroken(LeakyRandomizer, MaxSense, kind="maxsense_broken"):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    name: str = field(default="maxsense_broken", init=False, repr=False)

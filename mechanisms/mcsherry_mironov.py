@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
 from .accounting import Composition, GaussianRelease, LaplaceRelease
-from .base import ParameterError, Protocol, UserBatch, WorldInfo
+from .base import ParameterError, Mechanism, UserBatch, WorldInfo
 from .matrix_completion import LowRankRows, gram
 from .reference import analytic_gaussian_sigma
 
@@ -141,7 +141,7 @@ class McSherryMironovState:
 
 
 @dataclass
-class McSherryMironov(Protocol):
+class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
     """The trusted server's McSherry–Mironov pipeline, re-run over the users of every round.
 
     One round (every present user sends its row) gives one release; a user
@@ -160,7 +160,6 @@ class McSherryMironov(Protocol):
     clean_beta: Annotated[float, Ge(0)] = 0.1  # [G]; picked from {0, 0.1, 1, 20} on rank-one test RMSE
     rank: Annotated[int, Ge(1)] = 10
     ridge: Annotated[float, Gt(0)] = 1.0
-    name: str = field(default="mcsherry_mironov", init=False, repr=False)
 
     claim_model = "central"
     claim_unit = "rating"
@@ -239,7 +238,7 @@ class McSherryMironov(Protocol):
             state.rows = []
         return state
 
-    def estimate(self, state: McSherryMironovState) -> Release | None:
+    def publish(self, state: McSherryMironovState) -> Release | None:
         return state.release
 
     def personal_output(self, users: UserBatch, carried, state: McSherryMironovState) -> LowRankRows | None:
@@ -255,8 +254,6 @@ class McSherryMironov(Protocol):
         return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release),
                            (self.min_rating, self.max_rating))
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "noise": self.noise, "theta": self.theta, "rank": self.rank}
 
     # ------------------------------------------------------------------ measurements
 
@@ -328,10 +325,9 @@ class McSherryMironov(Protocol):
 
 
 @dataclass
-class McSherryMironovPerUserClaim(McSherryMironov):
+class McSherryMironovPerUserClaim(McSherryMironov, kind="mcsherry_mironov_per_user_claim"):
     """Broken twin: calibrated per rating (as the paper) but claims the same ε per *user*."""
 
-    name: str = field(default="mcsherry_mironov_per_user_claim", init=False, repr=False)
     claim_unit = "user"
 
 

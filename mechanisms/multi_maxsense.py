@@ -33,8 +33,8 @@ Details [D]/[G]:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt
@@ -78,14 +78,13 @@ def partition_queries(n_users: int, n_items: int, size: int, q: int, rng: np.ran
 
 
 @dataclass
-class MultiMaxSense(LocalMechanism):
+class MultiMaxSense(LocalMechanism, kind="multi_maxsense"):
     """Multi-MaxSense: ``Q`` disjoint MaxSense sketches per user, each released at epsilon/Q."""
 
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0
     sketches: Annotated[int, Ge(1)] | None = None
     score: Literal["raw", "centred"] = "raw"
-    name: str = field(default="multi_maxsense", init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.sketches is not None and self.sketches < 1:  # also checked by the schema
@@ -138,17 +137,12 @@ class MultiMaxSense(LocalMechanism):
         """The scores clustered: raw sums, or centred on the mean released bit (``score``)."""
         return centred_scores(state.scores, state.exposures, state.bits, state.released, self.score)
 
-    def estimate(self, state: MultiMaxSenseState) -> np.ndarray:
+    def publish(self, state: MultiMaxSenseState) -> np.ndarray:
         return kmeans_1d(self.item_scores(state), state.world.n_item_clusters)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "theta": self.theta, "sketches": self.n_sketches,
-                "score": self.score,
-                "bit_epsilon": self.bit_epsilon, "randomizer_epsilon": self.randomizer_epsilon}
 
 
 @dataclass
-class MultiMaxSenseBroken(MultiMaxSense):
+class MultiMaxSenseBroken(MultiMaxSense, kind="multi_maxsense_broken"):
     """Negative control: spends the full epsilon on every one of the Q sketches (Q * epsilon in all).
 
     The published randomizer (``message_log_likelihood``) and the claim still
@@ -157,7 +151,6 @@ class MultiMaxSenseBroken(MultiMaxSense):
     or use epsilon > 1).
     """
 
-    name: str = field(default="multi_maxsense_broken", init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -30,7 +30,7 @@ liked)`` block-constant over item clusters. Three matrices are offered:
 
 The server keeps the sum of released bits and ``n_ij`` per pair (both
 symmetric, zero diagonal: a pair has two distinct items) and forms ``A`` at
-``estimate`` time, so the statistic costs nothing during aggregation.
+``publish`` time, so the statistic costs nothing during aggregation.
 
 Privacy: one bit per user through epsilon-DP randomized response, so the
 protocol is epsilon-LDP per user (replace) with uniform pairs. With
@@ -44,8 +44,8 @@ query from each world's row, so a user-level claim would be flagged.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import math
 
@@ -55,7 +55,7 @@ from annotated_types import Gt
 from .base import LeakyRandomizer, LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans
 
-#: seed of the k-means generator inside ``estimate`` (fixed: estimates are deterministic)
+#: seed of the k-means generator inside ``publish`` (fixed: releases are deterministic)
 KMEANS_SEED = 20_140_301
 STATISTICS = ("debiased_sum", "sum", "debiased_mean")
 
@@ -96,13 +96,12 @@ def rated_pairs(rated: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass
-class PairwisePreference(LocalMechanism):
+class PairwisePreference(LocalMechanism, kind="pairwise_preference"):
     """Pairwise-Preference with one item pair per user and epsilon-DP bit release."""
 
     epsilon: Annotated[float, Gt(0)]
     public_rated_set: bool = False
     statistic: Literal["debiased_sum", "sum", "debiased_mean"] = "debiased_sum"
-    name: str = field(default="pairwise_preference", init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.statistic not in STATISTICS:  # the schema checks it too; this guards direct construction
@@ -183,20 +182,15 @@ class PairwisePreference(LocalMechanism):
         top = np.argsort(-np.abs(values), kind="stable")[:L]
         return vectors[:, top] * values[top]  # == A @ vectors[:, top]
 
-    def estimate(self, state: PairwiseState) -> np.ndarray:
+    def publish(self, state: PairwiseState) -> np.ndarray:
         L = state.world.n_item_clusters
         if L <= 1:
             return np.zeros(state.world.n_items, dtype=np.int64)
         rng = np.random.default_rng(state.seed)
         return kmeans(self.embedding(state), L, rng)
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "public_rated_set": self.public_rated_set,
-                "statistic": self.statistic, "randomizer_epsilon": self.randomizer_epsilon}
-
 
 @dataclass
-class PairwisePreferenceBroken(LeakyRandomizer, PairwisePreference):
+class PairwisePreferenceBroken(LeakyRandomizer, PairwisePreference, kind="pairwise_preference_broken"):
     """Negative control: claims epsilon but randomizes with ``leak_factor * epsilon``."""
 
-    name: str = field(default="pairwise_preference_broken", init=False, repr=False)

@@ -34,12 +34,11 @@ class GradientState(GramState):
 
 
 @dataclass
-class PrivateProjectedGradient(GramCompletion):
+class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"):
     """Private PGD with a rank-``rank`` projection from noisy eigenvectors; (ε, δ)-joint DP per user."""
 
     rank: Annotated[int, Ge(1)] = 1
     step_size: Annotated[float, Gt(0)] = 1.0
-    name: str = field(default="private_projected_gradient", init=False, repr=False)
 
     def init_state(self, world: WorldInfo) -> GradientState:
         n = world.n_items
@@ -55,7 +54,7 @@ class PrivateProjectedGradient(GramCompletion):
         state.gram = np.zeros((n, n))
         return state
 
-    def estimate(self, state: GradientState) -> dict[str, np.ndarray]:
+    def publish(self, state: GradientState) -> dict[str, np.ndarray]:
         """Every round's published eigenvectors, stacked: (rounds x rank, n_items)."""
         return {"basis": np.vstack(state.history) if state.history else state.basis.copy()}
 
@@ -81,5 +80,3 @@ class PrivateProjectedGradient(GramCompletion):
         """The last step, onto the last published eigenvectors."""
         return LowRankRows(self._step(self._targets(users), carried, state.published(2), state.basis), state.basis)
 
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"rank": self.rank, "step_size": self.step_size}

@@ -18,7 +18,7 @@ violates it. Every class offers
 
 Pure numpy/scipy, no I/O, randomness only through the ``rng`` passed in.
 The Gaussian curve is implemented here independently of
-``audits.stats.bounds.gdp_delta`` so the two can check each other.
+``audits.stats.gdp.gdp_delta`` so the two can check each other.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ ratings on the device (:func:`fine_tune`), which never leave it:
 Which ratings are private comes from the allocation (:func:`allocate_private`):
 H1 draws a privacy ratio per user, H2 per item, from a Beta distribution.
 
-As a :class:`Protocol`, a user's one message is what the server sees of it:
+As a :class:`Mechanism`, a user's one message is what the server sees of it:
 its public ratings and its fetch request (which item factors it downloads:
 the server's fetch log). :class:`SP2` fetches everything, so its message does
 not depend on its private ratings at all: the claim is ε = 0 for neighbours
@@ -32,14 +32,14 @@ sequential loop because users share nothing on the device.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, replace
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt
 from scipy import sparse
 
-from .base import ParameterError, Protocol, UserBatch, WorldInfo
+from .base import ParameterError, Mechanism, UserBatch, WorldInfo
 from .claims import PrivacyClaim
 
 Method = Literal["naive", "clustering", "joint"]
@@ -434,7 +434,7 @@ class SP2State:
 
 
 @dataclass
-class SP2(Protocol):
+class SP2(Mechanism, kind="sp2"):
     """SP2 with the full download: every device fetches all auxiliary data (ε = 0 on private ratings).
 
     ``method``: naive, clustering or joint. ``factors``, ``epochs``,
@@ -454,7 +454,6 @@ class SP2(Protocol):
     clusters: Annotated[int, Ge(1)] = 10
     top_r: Annotated[int, Ge(1)] = 3
     batch_size: Annotated[int, Ge(1)] = 256
-    name: str = field(default="sp2", init=False, repr=False)
     claim_neighbouring = "replace_private"
     audit_pair = "private_replace"
 
@@ -517,7 +516,7 @@ class SP2(Protocol):
     def broadcast(self, state: SP2State):
         return state.aux
 
-    def estimate(self, state: SP2State):
+    def publish(self, state: SP2State):
         return state.aux
 
     def personal_output(self, users: UserBatch, carried, state: SP2State) -> DeviceRows:
@@ -536,15 +535,9 @@ class SP2(Protocol):
             pu, bu = device.user_factors, device.user_bias
         return DeviceRows(bu, pu, (aux,), np.zeros(n, np.int64))
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "method": self.method, "factors": self.factors, "epochs": self.epochs,
-                "learning_rate": self.learning_rate, "regularization": self.regularization,
-                "fine_tune_epochs": self.fine_tune_epochs, "clusters": self.clusters, "top_r": self.top_r,
-                "download": "full"}
-
 
 @dataclass
-class SP2LeakyDownload(SP2):
+class SP2LeakyDownload(SP2, kind="sp2_leaky_download"):
     """Negative control: each device fetches only the factors of the items it rated privately.
 
     The paper's naive "download less" shortcut: the fetch log then names the
@@ -552,10 +545,7 @@ class SP2LeakyDownload(SP2):
     audit of the ε = 0 claim must find it violated.
     """
 
-    name: str = field(default="sp2_leaky_download", init=False, repr=False)
 
     def fetch(self, users: UserBatch) -> np.ndarray:
         return users.private_mask.toarray()
 
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"download": "private items only"}

@@ -42,14 +42,14 @@ accountant (see :class:`XinJaakkolaLaplace`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
 from .accounting import LaplaceRelease
-from .base import ParameterError, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from .base import ParameterError, PrivacyClaim, Mechanism, UserBatch, WorldInfo
 
 Response = Literal["pmd", "pmc", "exact", "sslp", "full_em", "none"]
 
@@ -252,7 +252,7 @@ class XinJaakkolaState:
 
 
 @dataclass
-class XinJaakkola(Protocol):
+class XinJaakkola(Mechanism, kind="xin_jaakkola"):
     """Public users' EM, private users' one-shot 2nd-order responses (``response``), updates every 20."""
 
     response: Response = "pmd"
@@ -268,7 +268,6 @@ class XinJaakkola(Protocol):
     sslp_epsilon: Annotated[float, Gt(0)] = 5.0
     #: PMC over the completed vector (the paper) or over the rated items only, zeros elsewhere (a variant)
     pmc_support: Literal["completed", "rated"] = "completed"
-    name: str = field(default="xin_jaakkola", init=False, repr=False)
 
     claim_model = "none"
     audit_pair = "star_pattern"  # same rated set and values in both worlds, other pairwise structure
@@ -389,20 +388,16 @@ class XinJaakkola(Protocol):
         state.model = ItemModel(mu, sigma, state.weight)
         return state
 
-    def estimate(self, state: XinJaakkolaState) -> ItemModel:
+    def publish(self, state: XinJaakkolaState) -> ItemModel:
         return state.model
 
     def personal_output(self, users: UserBatch, carried, state: XinJaakkolaState) -> np.ndarray:
         """Each user's predicted ratings over every item, from its own row and the final model."""
         return self.completed(users, state.model)
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "response": self.response, "public_users": self.public_users,
-                "ridge": self.ridge, "rank": self.rank, "private_weight": self.private_weight}
-
 
 @dataclass
-class XinJaakkolaLaplace(XinJaakkola):
+class XinJaakkolaLaplace(XinJaakkola, kind="xin_jaakkola_laplace"):
     """The Laplace baseline: the completed vector, clipped to the rating range, plus ``Lap(0, Δ/ε)`` per item.
 
     ``Δ = max(levels) − min(levels)`` (the paper's 4.5 on MovieLens' 0.5..5;
@@ -416,7 +411,6 @@ class XinJaakkolaLaplace(XinJaakkola):
     epsilon: Annotated[float, Gt(0)] = 1.0
     n_items: Annotated[int, Ge(1)] = 100
     response: Literal["laplace"] = "laplace"  # type: ignore[assignment]
-    name: str = field(default="xin_jaakkola_laplace", init=False, repr=False)
 
     claim_model = "local"
     claim_unit = "user"
@@ -435,7 +429,7 @@ class XinJaakkolaLaplace(XinJaakkola):
         return LaplaceRelease(self.scale, sensitivity=self.span, count=self.n_items * answers)
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
-        return Protocol.claim_for(self, answers)
+        return Mechanism.claim_for(self, answers)
 
     def init_state(self, world: WorldInfo) -> XinJaakkolaState:
         if world.n_items != self.n_items:
@@ -450,5 +444,3 @@ class XinJaakkolaLaplace(XinJaakkola):
     def contributions(self, messages: np.ndarray, model: ItemModel) -> np.ndarray:
         return messages - model.mu
 
-    def describe(self) -> dict[str, Any]:
-        return super().describe() | {"epsilon": self.epsilon, "scale": self.scale}

@@ -23,7 +23,7 @@ from typing import Annotated
 import numpy as np
 from annotated_types import Ge, Gt
 
-from mechanisms import ParameterError, Protocol
+from mechanisms import ParameterError, Mechanism
 
 from .engine import run_protocol
 from .population import Catalogue
@@ -48,11 +48,11 @@ class Churn:
                 raise ParameterError(name, f"must not exceed the horizon ({self.horizon:g})")
 
 
-def simulate(population, catalogue: Catalogue, mechanism: Protocol, churn: Churn, root: np.random.SeedSequence,
+def simulate(population, catalogue: Catalogue, mechanism: Mechanism, churn: Churn, root: np.random.SeedSequence,
              recorder: Recorder | None = None) -> Transcript:
     """Run the churn world until ``churn.horizon`` (``simulator.engine.run_protocol``).
 
     Keeps every message by default (``recorder`` to keep less).
     """
-    return run_protocol(population=population, catalogue=catalogue, protocol=mechanism, churn=churn,
+    return run_protocol(population=population, catalogue=catalogue, mechanism=mechanism, churn=churn,
                         world_seed=root, recorder=recorder or Recorder(messages="all"))

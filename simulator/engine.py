@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from mechanisms import Protocol, UserBatch, WorldInfo
+from mechanisms import Mechanism, UserBatch, WorldInfo
 
 from .population import Catalogue
 from .schedules import Panel
@@ -47,20 +47,20 @@ class Inserted:
 class ProtocolRun:
     """One run of a protocol over a world. Only the users still able to answer keep their rows in memory."""
 
-    def __init__(self, protocol: Protocol, population, catalogue: Catalogue, schedule,
+    def __init__(self, mechanism: Mechanism, population, catalogue: Catalogue, schedule,
                  world_seed: np.random.SeedSequence, coins_seed: np.random.SeedSequence | None = None,
                  recorder: Recorder | None = None, inserted: Inserted | None = None):
-        self.protocol, self.population, self.catalogue, self.schedule = protocol, population, catalogue, schedule
+        self.mechanism, self.population, self.catalogue, self.schedule = mechanism, population, catalogue, schedule
         coins = world_seed if coins_seed is None else coins_seed
         self.rng_churn, self.rng_users = stream(world_seed, "churn"), stream(world_seed, "users")
         self.rng_queries, self.rng_randomizer = stream(coins, "queries"), stream(coins, "randomizer")
         self.rng_noise = stream(coins, "noise")
         self.recorder = recorder or Recorder()
         self.world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
-        self.state = protocol.init_state(self.world)
-        if protocol.public_panel() > 0:  # public users: part of the world, the same in both audit worlds
-            _, public = population.sample_users(protocol.public_panel(), catalogue, stream(world_seed, "public"))
-            self.state = protocol.init_public(self.state, public)
+        self.state = mechanism.init_state(self.world)
+        if mechanism.public_panel() > 0:  # public users: part of the world, the same in both audit worlds
+            _, public = population.sample_users(mechanism.public_panel(), catalogue, stream(world_seed, "public"))
+            self.state = mechanism.init_public(self.state, public)
         self.inserted = inserted
         self.arrival: list[np.ndarray] = []
         self.departure: list[np.ndarray] = []
@@ -74,7 +74,7 @@ class ProtocolRun:
         self.active_answered = np.zeros(0, dtype=np.int64)
         self.active_inserted = np.zeros(0, dtype=bool)
         self.active_rows = UserBatch.empty(n)
-        self.active_carried = protocol.init_carried(0)
+        self.active_carried = mechanism.init_carried(0)
 
     # ---------------------------------------------------------------- who is present
 
@@ -97,7 +97,7 @@ class ProtocolRun:
         self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
         self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
         self.active_rows = UserBatch.concat([self.active_rows, rows.take(stays)])
-        carried = self.protocol.init_carried(k)
+        carried = self.mechanism.init_carried(k)
         if carried is not None:
             self.active_carried = np.concatenate([self.active_carried, carried])
 
@@ -109,7 +109,7 @@ class ProtocolRun:
         if gone.any():
             rows = self.active_rows.take(gone)
             carried = None if self.active_carried is None else self.active_carried[gone]
-            outputs = self.protocol.personal_output(rows, carried, self.state)
+            outputs = self.mechanism.personal_output(rows, carried, self.state)
             ids = self.active_id[gone]
             self.recorder.outputs(ids, outputs, self.recorder.is_watched(ids, self.active_inserted[gone]))
         self.active_id, self.active_departure = self.active_id[keep], self.active_departure[keep]
@@ -123,32 +123,32 @@ class ProtocolRun:
     def query_round(self, now: float) -> None:
         """One round: broadcast, then every present user with queries left answers, batch by batch."""
         self._keep_active(self.active_departure > now)
-        published = self.protocol.broadcast(self.state)
+        published = self.mechanism.broadcast(self.state)
         self.recorder.rounds.append(Round(now, published))
         batch_size = self.schedule.batch_size
         for start in range(0, self.active_id.size, batch_size):
             self._answer(slice(start, start + batch_size), published, now)
-        self.state = self.protocol.end_round(self.state, self.rng_noise)
+        self.state = self.mechanism.end_round(self.state, self.rng_noise)
         self._keep_active(self.active_answered < self.schedule.queries_per_user)
 
     def _answer(self, batch: slice, published, now: float) -> None:
-        protocol = self.protocol
+        mechanism = self.mechanism
         rows = self.active_rows.take(batch)
-        queries = protocol.make_queries(len(rows), self.rng_queries, self.state, rows.rated)
+        queries = mechanism.make_queries(len(rows), self.rng_queries, self.state, rows.rated)
         carried = None if self.active_carried is None else self.active_carried[batch]
-        messages, carried = protocol.respond(rows, queries, published, carried, self.rng_randomizer)
+        messages, carried = mechanism.respond(rows, queries, published, carried, self.rng_randomizer)
         if carried is not None:
             self.active_carried[batch] = carried
-        self.state = protocol.aggregate(self.state, queries, messages)
+        self.state = mechanism.aggregate(self.state, queries, messages)
         answered = self.active_answered[batch]
         self.users_seen += int(np.count_nonzero(answered == 0))
         ids = self.active_id[batch]
         watched = self.recorder.is_watched(ids, self.active_inserted[batch])
-        self.recorder.answers(now, ids, answered, watched, queries, messages, protocol.take_queries)
+        self.recorder.answers(now, ids, answered, watched, queries, messages, mechanism.take_queries)
         self.active_answered[batch] += 1
 
     def release(self, now: float) -> None:
-        self.recorder.releases.append(Release(now, self.users_seen, self.protocol.estimate(self.state)))
+        self.recorder.releases.append(Release(now, self.users_seen, self.mechanism.publish(self.state)))
 
     def finish(self) -> Transcript:
         """Every user still present is done: personal outputs, then the transcript."""
@@ -218,7 +218,7 @@ class ProtocolRun:
             self.release(env.now)
 
 
-def run_protocol(protocol: Protocol, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
+def run_protocol(mechanism: Mechanism, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
                  coins_seed: np.random.SeedSequence | None = None, recorder: Recorder | None = None,
                  inserted: Inserted | None = None) -> Transcript:
     """Run the churn world (or a :class:`Panel` cohort) until ``churn.horizon`` and return its transcript.
@@ -226,7 +226,7 @@ def run_protocol(protocol: Protocol, population, catalogue: Catalogue, churn, wo
     The server releases every ``release_interval`` and once more at the
     horizon if the last scheduled release fell before it.
     """
-    run = ProtocolRun(protocol, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
+    run = ProtocolRun(mechanism, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
     env = simpy.Environment()
     env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
     env.process(run.query_rounds(env))

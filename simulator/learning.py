@@ -7,7 +7,7 @@ from typing import Iterator
 import numpy as np
 import simpy
 
-from mechanisms import Protocol
+from mechanisms import Mechanism
 
 from .engine import ProtocolRun
 from .population import Catalogue
@@ -21,7 +21,7 @@ def checkpoints(max_users: int, per_decade: int, start: int = 10) -> np.ndarray:
     return np.append(points[points < max_users], max_users)
 
 
-def learning_curve(population, catalogue: Catalogue, mechanism: Protocol, at: np.ndarray,
+def learning_curve(population, catalogue: Catalogue, mechanism: Mechanism, at: np.ndarray,
                    root: np.random.SeedSequence, batch_size: int = 4096) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(users_seen, published item labels)`` at each user count in ``at``.
 
@@ -33,10 +33,10 @@ def learning_curve(population, catalogue: Catalogue, mechanism: Protocol, at: np
     run, env, stops = _cohort_run(population, catalogue, mechanism, at, root, batch_size, Recorder(answers=False))
     for tick, users in stops:
         env.run(until=tick + 0.5)
-        yield users, mechanism.estimate(run.state)
+        yield users, mechanism.publish(run.state)
 
 
-def serve(population, catalogue: Catalogue, mechanism: Protocol, users: int, root: np.random.SeedSequence,
+def serve(population, catalogue: Catalogue, mechanism: Mechanism, users: int, root: np.random.SeedSequence,
           batch_size: int = 4096, recorder: Recorder | None = None) -> ProtocolRun:
     """The finished run after ``users`` fresh users each answered one query (its ``state``, ``finish()``)."""
     run, env, stops = _cohort_run(population, catalogue, mechanism, [users], root, batch_size,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mechanisms import LocalMechanism, PrivacyClaim, Protocol, UserBatch, WorldInfo
+from mechanisms import LocalMechanism, PrivacyClaim, Mechanism, UserBatch, WorldInfo
 
 from .population import Catalogue
 
@@ -335,13 +335,13 @@ POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
 }
 
 
-#: pairs a mechanism may ask for (``Protocol.audit_pair``), each within the neighbouring of its claim
+#: pairs a mechanism may ask for (``Mechanism.audit_pair``), each within the neighbouring of its claim
 PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace(),
                                              "star_pattern": StarPatternReplace(),
                                              "private_replace": PrivateReplace()}
 
 
-def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> NeighbourPolicy:
+def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None) -> NeighbourPolicy:
     """The policy for the claim's unit and neighbouring; the error lists what exists.
 
     A mechanism may name, in ``audit_pair``, a policy of :data:`PAIR_POLICIES`
@@ -362,6 +362,6 @@ def policy_for(claim: PrivacyClaim, mechanism: Protocol | None = None) -> Neighb
                          f"available: {known}") from None
 
 
-def is_local(mechanism: Protocol) -> bool:
+def is_local(mechanism: Mechanism) -> bool:
     """Whether the mechanism is a one-round local randomizer (local replay is valid for it)."""
     return isinstance(mechanism, LocalMechanism)

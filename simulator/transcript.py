@@ -7,7 +7,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import sparse
 
-ViewKind = Literal["messages", "releases", "others", "target"]
+from mechanisms.claims import ViewKind  # noqa: F401  (one definition, re-exported)
 
 
 @dataclass

@@ -36,9 +36,9 @@ def test_registered_with_claim_and_description():
     m = AdaptiveMaxSense(epsilon=1.0, focus=3.0)
     c = m.claim
     assert (c.epsilon, c.delta, c.model, c.unit, c.neighbouring) == (1.0, 0.0, "local", "user", "replace")
-    d = m.describe()
-    assert d["name"] == "adaptive_maxsense" and d["focus"] == 3.0 and d["randomizer_epsilon"] == 1.0
-    assert AdaptiveMaxSenseBroken(epsilon=1.0).describe()["leak_factor"] == 2.0
+    d = m.dump_config()
+    assert d["kind"] == "adaptive_maxsense" and d["focus"] == 3.0 and m.randomizer_epsilon == 1.0
+    assert AdaptiveMaxSenseBroken(epsilon=1.0).dump_config()["leak_factor"] == 2.0
 
 
 def test_scenario_schema_accepts_and_rejects():
@@ -287,8 +287,8 @@ def test_clustering_recovers_easy_blocks_and_adapts():
     m = AdaptiveMaxSense(epsilon=3.0, warmup_users=2_000, update_every=2_000)
     state = feed(m, pop, catalogue, 40_000, rng)
     assert state.updates == 20
-    assert clustering_accuracy(m.estimate(state), catalogue.item_labels) == 1.0
-    np.testing.assert_array_equal(m.estimate(state), m.estimate(state))
+    assert clustering_accuracy(m.publish(state), catalogue.item_labels) == 1.0
+    np.testing.assert_array_equal(m.publish(state), m.publish(state))
     p = state.sensing_probability
     assert p.mean() == pytest.approx(0.1) and p.max() > p.min()
 
@@ -319,5 +319,5 @@ def test_audit_correct_is_consistent_broken_is_flagged(eps):
 
 def test_estimate_before_any_user_is_a_valid_labelling():
     m = AdaptiveMaxSense(epsilon=1.0)
-    labels = m.estimate(m.init_state(WorldInfo(12, 6, 3)))
+    labels = m.publish(m.init_state(WorldInfo(12, 6, 3)))
     assert labels.shape == (12,) and labels.min() >= 0 and labels.max() < 3

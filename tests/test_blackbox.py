@@ -245,7 +245,7 @@ def test_epsilon_curve_from_one_fixed_test():
 
 def test_cp_upper_at_extreme_alpha_is_a_number():
     # p-values bisect alpha down to 1e-300; scipy's beta.isf gives nan there when the bound is ~1
-    from audits.stats.bounds import cp_upper
+    from audits.stats.rates import cp_upper
 
     assert cp_upper(995, 1_000, 5e-301) == 1.0
     assert 0.99 < cp_upper(990, 1_000, 5e-301) <= 1.0

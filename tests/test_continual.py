@@ -28,7 +28,7 @@ def run_stream(mechanism, increments: np.ndarray, rng: np.random.Generator) -> n
     for increment in increments:
         state.increment = increment.copy()
         state = mechanism.end_round(state, rng)
-        out.append(mechanism.estimate(state)["covariance"])
+        out.append(mechanism.publish(state)["covariance"])
     return np.array(out)
 
 

@@ -126,7 +126,7 @@ def test_a_pair_that_cannot_differ_is_an_error():
 class FittedThreshold(Attack):
     """A learning attack for the test: scores by the message bit, remembers what it was fitted on."""
 
-    name = "fitted"
+    kind = "fitted"  # not registered: a test fixture
     requires_fit = True
     fitted = None
 

@@ -117,7 +117,7 @@ def test_several_targets_and_attacks_form_a_holm_family(write_scenario, quicksta
 def test_p_value_and_bound_agree(write_scenario, quickstart_data):
     result = run_scenario(load_small(write_scenario, quickstart_data, trials=20_000))
     test = result.tests[0]
-    from audits.stats.bounds import violation_p_value
+    from audits.stats.pvalues import violation_p_value
 
     b = test.bound
     expected = violation_p_value(b.false_pos, b.n_neg, b.false_neg, b.n_pos, result.claim.epsilon, 0.0)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mechanisms import GaussianNoise, MaxSense, Protocol, UserBatch
+from mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch
 from simulator.churn import Churn, simulate
 from simulator.engine import Inserted, ProtocolRun, run_protocol, spread_ticks
 from simulator.learning import learning_curve, serve
@@ -16,7 +16,7 @@ POP = SBMPopulation(n_items=20, user_cluster_weights=[0.5, 0.5], item_cluster_we
 
 
 @dataclass
-class NoisyLikeCount(Protocol):
+class NoisyLikeCount(Mechanism):
     """A toy central protocol: users report like counts, the server publishes a noisy running total.
 
     Every round each user reports how many items it likes; the server sums the
@@ -26,7 +26,7 @@ class NoisyLikeCount(Protocol):
     """
 
     sigma: float = 1.0
-    name: str = "noisy_like_count"
+    kind = "noisy_like_count"  # not registered: a test fixture
     claim_model = "central"
     claim_delta = 1e-5
 
@@ -63,7 +63,7 @@ class NoisyLikeCount(Protocol):
         state["rounds"] += 1
         return state
 
-    def estimate(self, state):
+    def publish(self, state):
         return np.array([state["total"]])
 
     def personal_output(self, users, carried, state):
@@ -160,7 +160,7 @@ def test_learning_curves_and_serving_use_the_engine_and_agree():
     assert [u for u, _ in curve] == [700, 4900]
     run = serve(POP, cat, MaxSense(epsilon=2.0), 4900, root, batch_size=700)
     assert isinstance(run, ProtocolRun) and run.users_seen == 4900
-    np.testing.assert_array_equal(MaxSense(epsilon=2.0).estimate(run.state), curve[-1][1])
+    np.testing.assert_array_equal(MaxSense(epsilon=2.0).publish(run.state), curve[-1][1])
 
 
 def test_users_seen_counts_users_not_answers():

@@ -15,17 +15,10 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from statsmodels.stats.proportion import proportion_confint
 
-from audits.stats.bounds import (
-    BoundResult,
-    ceiling,
-    cp_upper,
-    epsilon_from_rates,
-    epsilon_lower_bound,
-    select_threshold,
-    split_epsilon_bound,
-    threshold_counts,
-)
-from audits.stats.bounds import _wilson_upper  # private: to re-derive the selection criterion
+from audits.stats.rates import BoundResult, ceiling, cp_upper, epsilon_from_rates, epsilon_lower_bound
+from audits.stats.thresholds import select_threshold, threshold_counts
+from audits.stats.bounds import split_epsilon_bound
+from audits.stats.rates import _wilson_upper  # private: to re-derive the selection criterion
 
 # --------------------------------------------------------------------------
 # ceiling
@@ -298,17 +291,10 @@ def test_split_rejects_bad_input():
 # --------------------------------------------------------------------------
 # fixed tests: explicit threshold and Bonferroni grid
 
-from audits.stats.bounds import (  # noqa: E402
-    bonferroni_epsilon_bound,
-    fixed_threshold_epsilon_bound,
-    gdp_delta,
-    gdp_epsilon,
-    gdp_mu_lower_bound,
-    holm_adjust,
-    select_gdp_threshold,
-    split_gdp_bound,
-    violation_p_value,
-)
+from audits.stats.bounds import bonferroni_epsilon_bound, fixed_threshold_epsilon_bound  # noqa: E402
+from audits.stats.gdp import (gdp_delta, gdp_epsilon, gdp_mu_lower_bound, select_gdp_threshold,  # noqa: E402
+                              split_gdp_bound)
+from audits.stats.pvalues import holm_adjust, violation_p_value  # noqa: E402
 
 
 def test_fixed_threshold_counts_every_run():

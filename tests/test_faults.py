@@ -115,25 +115,25 @@ def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and "churn.horizon: the run would take about" in line and "world" in line, line
     # full_runs re-runs the world per trial: the audit dominates, so the trials are what to lower
-    from audits.io.limits import estimate
+    from audits.io.limits import estimate_cost
     from audits.io.scenario import Scenario, build
     from mechanisms import MECHANISMS
     data = {**quickstart_data, "limits": {}, "churn": {"arrival_rate": 50, "horizon": 10}}
     data["audit"] = {**data["audit"], "design": "full_runs", "trials": 1000}
-    cost = estimate(scenario := Scenario.model_validate(data), build(scenario.mechanism, MECHANISMS))
+    cost = estimate_cost(scenario := Scenario.model_validate(data), build(scenario.mechanism, MECHANISMS))
     assert cost["audit_seconds"] > 2 * 1000 * cost["world_seconds"]  # two worlds per trial, plus scoring
 
 
 def test_memory_estimate_follows_the_pairwise_table(quickstart_data):
     # pairwise keeps two N x N tables of 8 bytes: the extrapolation from small N must find 16 N^2 bytes
-    from audits.io.limits import estimate
+    from audits.io.limits import estimate_cost
     from audits.io.scenario import Scenario, build
     from mechanisms import MECHANISMS
 
     quickstart_data["mechanism"] = {"kind": "pairwise_preference", "epsilon": 1.0}
     quickstart_data["population"]["n_items"] = 4096
     scenario = Scenario.model_validate(quickstart_data)
-    cost = estimate(scenario, build(scenario.mechanism, MECHANISMS))
+    cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
     assert cost["state"] == pytest.approx(16 * 4096 ** 2, rel=0.01)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audits.stats.bounds import BoundResult
+from audits.stats.rates import BoundResult
 from audits.harness import as_seed_sequence, assert_dp, assert_not_dp, run_audit
 from audits.pytest_plugin import DPAudit, seed_from_node_id
 from mechanisms.reference import (

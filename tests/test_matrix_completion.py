@@ -17,7 +17,7 @@ from audits.designs.base import AuditJob
 from audits.designs.full_runs import FullRuns
 from audits.io.store import Progress
 from audits.stats.estimators import ESTIMATORS
-from audits.stats.bounds import holm_adjust
+from audits.stats.pvalues import holm_adjust
 from mechanisms import UserBatch
 from mechanisms.accounting import GaussianRelease, epsilon_for
 from mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,

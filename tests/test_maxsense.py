@@ -105,4 +105,4 @@ def test_centred_score_subtracts_the_mean_released_bit():
         expected = np.einsum("ub,ubi->i", msg - msg.mean(), q)
         np.testing.assert_allclose(mech.item_scores(state), expected, atol=1e-9)
         np.testing.assert_allclose(type(mech)(epsilon=mech.epsilon).item_scores(state), state.scores)  # raw
-        assert mech.describe()["score"] == "centred"
+        assert mech.dump_config()["score"] == "centred"

@@ -1,4 +1,4 @@
-"""The per-user audit of McSherry–Mironov (audits.mm_user_study)."""
+"""The per-user audit of McSherry–Mironov (studies.mcsherry_mironov_per_user)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from audits.mm_user_study import StudyWorld, markdown, pair_loss, study, target_pair
+from studies.mcsherry_mironov_per_user import StudyWorld, markdown, pair_loss, study, target_pair
 from mechanisms import McSherryMironov, UserBatch
 from simulator.neighbours import TargetPair
 
@@ -63,7 +63,7 @@ def test_user_level_epsilon_lb_grows_with_the_rating_count():
 def test_user_sensitivities_bound_a_whole_row_replaced(noise, norm):
     """Brute force over random pairs of rows with ≤ ξ ratings (MAvg fixed): every measurement's change
     stays within ``user_sensitivities``, and the worst pair found comes within a factor 3 of it."""
-    from audits.mm_user_study import contributions
+    from studies.mcsherry_mironov_per_user import contributions
     from mechanisms.mcsherry_mironov import MEASUREMENTS, user_sensitivities
 
     rng = np.random.default_rng(2)

@@ -33,9 +33,8 @@ def test_registered_with_claim_and_description():
     # the accountant composes the Q bits: exact up to its discretization (1e-10 per RR bit), never below
     assert 2.5 <= c.epsilon == pytest.approx(2.5, rel=1e-9)
     assert (c.delta, c.model, c.unit, c.neighbouring) == (0.0, "local", "user", "replace")
-    d = m.describe()
-    assert d["name"] == "multi_maxsense" and d["sketches"] == 3
-    assert d["bit_epsilon"] == pytest.approx(2.5 / 3) == d["randomizer_epsilon"]
+    assert m.dump_config()["kind"] == "multi_maxsense" and m.n_sketches == 3
+    assert m.bit_epsilon == pytest.approx(2.5 / 3) == m.randomizer_epsilon
 
 
 @pytest.mark.parametrize("eps, sketches, q", [(0.3, None, 1), (1.0, None, 1), (1.01, None, 2), (2.0, None, 2),
@@ -172,7 +171,7 @@ def test_clustering_recovers_easy_blocks(params, users):
     rng = np.random.default_rng(6)
     catalogue = pop.catalogue(rng)
     m = MultiMaxSense(**params)
-    labels = m.estimate(feed(m, pop, catalogue, users, rng))
+    labels = m.publish(feed(m, pop, catalogue, users, rng))
     assert clustering_accuracy(labels, catalogue.item_labels) == 1.0
 
 
@@ -207,5 +206,5 @@ def test_audit_correct_is_consistent_broken_is_flagged(eps, sketches):
 
 def test_estimate_before_any_user_is_a_valid_labelling():
     m = MultiMaxSense(epsilon=2.0)
-    labels = m.estimate(m.init_state(WorldInfo(12, 6, 3)))
+    labels = m.publish(m.init_state(WorldInfo(12, 6, 3)))
     assert labels.shape == (12,) and labels.min() >= 0 and labels.max() < 3

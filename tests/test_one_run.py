@@ -128,7 +128,7 @@ def test_no_signal_gives_zero():
 # --------------------------------------------------------------------------
 # f-DP one-run (Mahloujifar, Melis, Chaudhuri 2025)
 
-from audits.stats.bounds import gdp_epsilon  # noqa: E402
+from audits.stats.gdp import gdp_epsilon  # noqa: E402
 from audits.stats.estimators import ESTIMATORS, EstimatorError  # noqa: E402
 from audits.stats.one_run import (  # noqa: E402
     fdp_one_run_audit,

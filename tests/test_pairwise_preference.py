@@ -43,9 +43,9 @@ def test_registered_with_claim_and_description():
     # with a public rated set only the likes are protected (issue 13): neighbours share the rated set
     assert (c.delta, c.model, c.unit, c.neighbouring) == (0.0, "local", "user", "replace_likes")
     assert PairwisePreference(epsilon=1.5).claim.neighbouring == "replace"
-    d = m.describe()
-    assert d["name"] == "pairwise_preference" and d["public_rated_set"] is True
-    assert d["statistic"] == "debiased_sum" and d["randomizer_epsilon"] == 1.5
+    d = m.dump_config()
+    assert d["kind"] == "pairwise_preference" and d["public_rated_set"] is True
+    assert d["statistic"] == "debiased_sum" and m.randomizer_epsilon == 1.5
 
 
 def test_scenario_schema_accepts_and_rejects():
@@ -193,10 +193,10 @@ def test_clustering_recovers_easy_blocks(statistic):
     catalogue = pop.catalogue(rng)
     m = PairwisePreference(epsilon=3.0, statistic=statistic)
     state = feed(m, pop, catalogue, 60_000, rng)
-    labels = m.estimate(state)
+    labels = m.publish(state)
     assert labels.shape == (40,)
     assert clustering_accuracy(labels, catalogue.item_labels) == 1.0
-    np.testing.assert_array_equal(m.estimate(state), labels)  # deterministic
+    np.testing.assert_array_equal(m.publish(state), labels)  # deterministic
 
 
 def test_public_rated_set_clusters_in_scarce_regime():
@@ -204,7 +204,7 @@ def test_public_rated_set_clusters_in_scarce_regime():
     rng = np.random.default_rng(9)
     catalogue = pop.catalogue(rng)
     m = PairwisePreference(epsilon=3.0, public_rated_set=True)
-    labels = m.estimate(feed(m, pop, catalogue, 60_000, rng))
+    labels = m.publish(feed(m, pop, catalogue, 60_000, rng))
     assert clustering_accuracy(labels, catalogue.item_labels) == 1.0
 
 
@@ -274,9 +274,9 @@ def test_query_log_likelihood_matches_the_pair_law():
 
 def test_estimate_before_any_user_is_a_valid_labelling():
     m = PairwisePreference(epsilon=1.0)
-    labels = m.estimate(m.init_state(WorldInfo(12, 6, 3)))
+    labels = m.publish(m.init_state(WorldInfo(12, 6, 3)))
     assert labels.shape == (12,) and labels.min() >= 0 and labels.max() < 3
-    assert np.all(m.estimate(m.init_state(WorldInfo(12, 6, 1))) == 0)
+    assert np.all(m.publish(m.init_state(WorldInfo(12, 6, 1))) == 0)
 
 
 def test_unknown_statistic_is_a_parameter_error():

@@ -4,7 +4,7 @@ import pytest
 
 from audits.cli import main
 from audits.harness import run_audit
-from audits.stats.bounds import ceiling, epsilon_lower_bound
+from audits.stats.rates import ceiling, epsilon_lower_bound
 from audits.stats.planning import detection_power, plan_trials, trials_for_ceiling
 from mechanisms.reference import RandomizedResponseWrongEpsilon
 

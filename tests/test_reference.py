@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from audits.stats.bounds import gdp_delta, gdp_epsilon
+from audits.stats.gdp import gdp_delta, gdp_epsilon
 from audits.harness import run_audit
 from mechanisms.reference import (
     BROKEN_TWINS,

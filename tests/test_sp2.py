@@ -272,7 +272,7 @@ def test_base_mf_within_two_percent_of_scikit_surprise_svd(tmp_path):
     same split of a MovieLens-format file the test writes. Both are random (initial factors); with 100
     factors the RMSE varies by about ±0.5 % between seeds, so 2 % is the issue's tolerance, not a tuned one."""
     pytest.importorskip("surprise", reason="scikit-surprise is not installed (pip install -e '.[test]')")
-    from audits.sp2_study import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
+    from studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
 
     path = write_movielens_file(tmp_path / "u.data", seed=5, n_users=300, n_items=300, per_user=50)
     assert path.read_text().count("\n") == 300 * 50
@@ -285,7 +285,7 @@ def test_study_writes_its_tables(tmp_path):
     """The study end to end on a tiny configuration (no audits, no surprise): every cell is a number."""
     import json
 
-    from audits.sp2_study import StudyConfig, markdown, run_study, write_movielens_file
+    from studies.sp2 import StudyConfig, markdown, run_study, write_movielens_file
 
     path = write_movielens_file(tmp_path / "u.data", seed=3, n_users=60, n_items=50, per_user=10)
     config = StudyConfig(factors=3, epochs=2, fine_tune_epochs=2, clusters=3)
@@ -307,7 +307,7 @@ def test_study_writes_its_tables(tmp_path):
 def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
     """943 users x 80 ratings (MovieLens-100K's scale), mean RMSE over three seeds each: within 2 %."""
     pytest.importorskip("surprise", reason="scikit-surprise is not installed (pip install -e '.[test]')")
-    from audits.sp2_study import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
+    from studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
 
     split = file_split(write_movielens_file(tmp_path / "u.data", seed=9), seed=9)
     ours = np.mean([ours_rmse(split, StudyConfig(), s) for s in range(3)])

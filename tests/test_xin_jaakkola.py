@@ -251,7 +251,7 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
 def test_study_on_a_generated_movielens_file(tmp_path):
     """The study's per-world step on a u.data file written here (Laplace ε = 5 left out: its accountant
     PLD alone takes seconds)."""
-    from audits import xj_study
+    from studies import xin_jaakkola as xj_study
     from simulator.ratings import write_population_file
 
     path = write_population_file(tmp_path / "u.data", xj_study.file_population(40, 6), 450, seed=6, format="udata")
@@ -272,7 +272,7 @@ def test_study_command_on_a_generated_movielens_file(tmp_path):
     """The study end to end, small: a ratings.csv written here, both worlds, every mechanism, both tables."""
     import json
 
-    from audits import xj_study
+    from studies import xin_jaakkola as xj_study
     from simulator.ratings import write_population_file
 
     path = write_population_file(tmp_path / "ratings.csv", xj_study.file_population(40, 5), 450, seed=5,

@@ -16,13 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from audits.io.yamlio import (
-    ScenarioError,
-    format_validation_error,
-    line_for,
-    load_and_validate,
-    load_yaml,
-)
+from audits.io.validation_errors import format_validation_error, line_for, load_and_validate
+from audits.io.yamlio import ScenarioError, load_yaml
 
 
 # --------------------------------------------------------------------------
@@ -49,7 +44,7 @@ class BitRelease(BaseModel):
         return v
 
 
-Mechanism = Annotated[Union[MaxSense, BitRelease], Field(discriminator="kind")]
+MechanismField = Annotated[Union[MaxSense, BitRelease], Field(discriminator="kind")]
 
 
 class Population(BaseModel):
@@ -64,7 +59,7 @@ class Scenario(BaseModel):
     seed: int = 0
     mode: Literal["fast", "full"] = "fast"
     population: Population
-    mechanism: Mechanism
+    mechanism: MechanismField
 
 
 GOOD = """\

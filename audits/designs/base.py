@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
-from mechanisms import PrivacyClaim, Protocol
+from mechanisms import PrivacyClaim, Mechanism
 from simulator.engine import Inserted
 from simulator.neighbours import NeighbourPolicy, TargetPair
 from simulator.seeds import child_seed
@@ -33,7 +33,7 @@ class DesignError(ValueError):
 class AuditJob:
     """What every block of an audit needs; picklable, so executors can ship it."""
 
-    mechanism: Protocol
+    mechanism: Mechanism
     population: Any
     catalogue: Any
     churn: Any
@@ -68,11 +68,11 @@ class Design(ABC):
     #: the claim models the design is valid for (None: all)
     valid_models: ClassVar[tuple[str, ...] | None] = None
 
-    def check(self, mechanism: Protocol, claim: PrivacyClaim, churn, trials: int) -> None:
+    def check(self, mechanism: Mechanism, claim: PrivacyClaim, churn, trials: int) -> None:
         """Raise :class:`DesignError` when this design cannot audit ``mechanism``'s ``claim``."""
         if self.valid_models is not None and claim.model not in self.valid_models:
             raise DesignError(f"design {self.name} is valid only for {'/'.join(self.valid_models)} claims; "
-                              f"{mechanism.name} makes a {claim.model} claim")
+                              f"{mechanism.kind} makes a {claim.model} claim")
 
     def inserts(self, job: AuditJob, policy: NeighbourPolicy, trials: int) -> Inserted | None:
         """Users to place into the world's own run (canaries), or None."""

@@ -59,7 +59,7 @@ class LocalReplay(Design):
     def check(self, mechanism, claim, churn, trials) -> None:
         super().check(mechanism, claim, churn, trials)
         if not is_local(mechanism):
-            raise DesignError(f"design local_replay replays a one-round local randomizer; {mechanism.name} "
+            raise DesignError(f"design local_replay replays a one-round local randomizer; {mechanism.kind} "
                               f"is not one (use full_runs or one_run)")
 
     def scores(self, job, policy, targets, trials, block_size, world, executor, progress, report):

@@ -89,7 +89,7 @@ def state_bytes(mechanism, world: WorldInfo) -> float | None:
     return high * (n / small[1]) ** power
 
 
-def estimate(scenario, mechanism) -> dict[str, float]:
+def estimate_cost(scenario, mechanism) -> dict[str, float]:
     """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes."""
     pop, churn, audit = scenario.population, scenario.churn, scenario.audit
     n_items = getattr(pop, "n_items", None)

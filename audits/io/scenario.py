@@ -30,8 +30,9 @@ from ..designs import DESIGNS, DesignError
 from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
 
 from ..executors import MAX_WORKERS
-from .limits import LimitsConfig, estimate, over_limits
-from .yamlio import ScenarioError, format_validation_error, load_yaml
+from .limits import LimitsConfig, estimate_cost, over_limits
+from .validation_errors import format_validation_error
+from .yamlio import ScenarioError, load_yaml
 
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite: `horizon: .inf` never ends
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -296,7 +297,7 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _mechanism_fits_the_world(self) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
-        for field, message in over_limits(estimate(self, build(self.mechanism, MECHANISMS)), self.limits)[:1]:
+        for field, message in over_limits(estimate_cost(self, build(self.mechanism, MECHANISMS)), self.limits)[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population
         if pop.kind in ("sbm", "sbm_stars", "rank_one"):

@@ -20,7 +20,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from mechanisms import ParameterError, PrivacyClaim
 
-from . import bounds, one_run
+from . import bounds, gdp, one_run, rates
 from .pvalues import p_value_from_bound
 
 
@@ -94,7 +94,7 @@ class Split(Estimator):
                                            selection_fraction=self.selection_fraction)
         counts = _counts(bound)
         return Estimate(bound, p_value_from_bound(
-            lambda a: bounds.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
+            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Explicit(Estimator):
                                                      alpha, claim.delta)
         counts = _counts(bound)
         return Estimate(bound, p_value_from_bound(
-            lambda a: bounds.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
+            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
 
 
 @dataclass(frozen=True)
@@ -165,10 +165,10 @@ class GaussianDP(Estimator):
 
     def estimate(self, scores, worlds, claim, alpha):
         self.check_claim(claim)
-        bound = bounds.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
+        bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
         counts = _counts(bound)
         return Estimate(bound, p_value_from_bound(
-            lambda a: float(bounds.gdp_epsilon(bounds.gdp_mu_lower_bound(*counts, a), claim.delta)),
+            lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
             claim.epsilon))
 
 

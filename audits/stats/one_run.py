@@ -332,7 +332,7 @@ def fdp_one_run_audit(
     a mechanism whose trade-off curve is Gaussian — judge claims that carry
     ``gaussian_mu`` only.
     """
-    from .bounds import gdp_epsilon  # noqa: PLC0415 (bounds does not import this module)
+    from .gdp import gdp_epsilon  # noqa: PLC0415 (gdp does not import this module)
 
     base = one_run_audit(scores, included, k_pos, k_neg, alpha, 0.0, rng)
     delta = _check_delta(delta)

@@ -2,7 +2,7 @@
 
 The distinguishing game counts one fixed test on ``n`` evaluation runs per
 world: ``FP ~ Bin(n, FPR)``, ``FN ~ Bin(n, FNR)``, independent. The claim is
-shown violated when :func:`audits.stats.bounds.epsilon_lower_bound` of the
+shown violated when :func:`audits.stats.rates.epsilon_lower_bound` of the
 counts exceeds it. That event is, for each ``FP = k``, ``FN ≤ j*(k)``, where
 by Clopper–Pearson duality (``cp_upper(j) < x ⇔ P[Bin(n, x) ≤ j] < a``)
 ``j*(k) = F⁻¹_{Bin(n, x(k))}(a) − 1`` for each of the bound's two terms; so
@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from .bounds import ceiling, cp_upper
+from .rates import ceiling, cp_upper
 from .pvalues import P_FLOOR
 
 __all__ = ["SHAPES", "Plan", "detection_power", "plan_trials", "trials_for_ceiling"]
@@ -59,7 +59,7 @@ def _curve(shape: str, true_epsilon: float, delta: float):
     if shape == "gaussian":
         if not delta > 0:
             raise ValueError("shape='gaussian' needs delta > 0 (a Gaussian curve has no pure ε)")
-        from .bounds import gdp_delta
+        from .gdp import gdp_delta
 
         mu = optimize.brentq(lambda m: float(gdp_delta(true_epsilon, m)) - delta, 1e-6, 50.0)
         return lambda f: stats.norm.cdf(stats.norm.isf(f) - mu)

@@ -1,8 +1,13 @@
-"""The one p-value inversion: a bound that grows with alpha becomes the p-value of "the claim holds"."""
+"""p-values of "the claim holds" (the one inversion of a bound that grows with alpha) and Holm's correction."""
 from __future__ import annotations
 
 import math
 from typing import Callable
+
+import numpy as np
+from statsmodels.stats.multitest import multipletests
+
+from .rates import _check_alpha, _check_delta, epsilon_lower_bound
 
 P_FLOOR = 1e-300
 
@@ -32,3 +37,38 @@ def p_value_from_bound(bound_at: Callable[[float], float], epsilon_claim: float,
         else:
             lo = mid
     return float(math.exp(hi))
+
+
+# --------------------------------------------------------------------------
+# p-values and multiple testing
+
+
+def holm_adjust(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down correction (Holm 1979): ``(reject, adjusted_p_values)``.
+
+    Controls the family-wise error rate at alpha across all the tests of one
+    run (AUDITING.md, "Verdicts"); wraps
+    ``statsmodels.stats.multitest.multipletests(method="holm")``.
+    """
+    _check_alpha(alpha)
+    p = np.asarray(p_values, dtype=float).ravel()
+    if p.size == 0 or np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError("p_values must be a non-empty array in [0, 1]")
+    reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
+    return np.asarray(reject, dtype=bool), np.asarray(adjusted, dtype=float)
+
+
+def violation_p_value(
+    false_pos, n_neg, false_neg, n_pos, epsilon_claim: float, delta: float = 0.0, *, tol: float = 1e-10
+) -> float:
+    """p-value of the hypothesis "the mechanism is (ε_claim, δ)-DP" from one fixed test's counts.
+
+    The test "reject if :func:`epsilon_lower_bound` at level alpha exceeds
+    ε_claim" has rejection regions nested in alpha (the bound grows with
+    alpha), so its p-value is ``inf{alpha : ε_LB(alpha) > ε_claim}`` and
+    ``p < alpha ⇔ ε_LB(alpha) > ε_claim`` (:func:`audits.stats.pvalues.p_value_from_bound`).
+    Feed several of them to :func:`holm_adjust`.
+    """
+    _check_delta(delta)
+    return p_value_from_bound(
+        lambda a: float(epsilon_lower_bound(false_pos, n_neg, false_neg, n_pos, a, delta)), epsilon_claim, tol)

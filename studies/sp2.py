@@ -1,6 +1,6 @@
 """SP2 study: accuracy (RMSE, NDCG@10) of every SP2 method and baseline, and the server view's leakage.
 
-``python -m audits.sp2_study --out DIR`` writes ``sp2_study.md`` and
+``python -m studies.sp2 --out DIR`` writes ``sp2_study.md`` and
 ``sp2_study.json``: for two worlds — a star-rating blockmodel
 (``simulator.population.StarSBMPopulation``) and a MovieLens-format file it
 writes from another one (read back by ``simulator.ratings``; ``--ratings
@@ -304,7 +304,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audits.sp2_study", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.sp2", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for sp2_study.md / .json")
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--ratings", type=Path, default=None,

@@ -24,7 +24,7 @@ Next to each ε_LB the table gives:
 * the measured separation ``d'`` of the attack's scores (difference of means
   over the pooled standard deviation).
 
-``python -m audits.mm_user_study --out DIR`` writes ``mm_user_study.md`` and
+``python -m studies.mcsherry_mironov_per_user --out DIR`` writes ``mm_user_study.md`` and
 ``mm_user_study.json`` (a few minutes at the defaults).
 """
 from __future__ import annotations
@@ -47,9 +47,9 @@ from simulator.population import RankOneMatrix
 from simulator.schedules import Panel
 from simulator.seeds import child_seed, stream
 
-from .designs.base import AuditJob
-from .designs.full_runs import runs_block
-from .stats.estimators import ESTIMATORS
+from audits.designs.base import AuditJob
+from audits.designs.full_runs import runs_block
+from audits.stats.estimators import ESTIMATORS
 
 COUNTS = (1, 2, 5, 10, 20, 50)
 

@@ -1,6 +1,6 @@
 """The Xin–Jaakkola study: utility and leakage of every response, on a blockmodel and on a ratings file.
 
-    python -m audits.xj_study --out DIR [--ratings FILE] [--private 400] [--trials 2000] [--replicates 3]
+    python -m studies.xin_jaakkola --out DIR [--ratings FILE] [--private 400] [--trials 2000] [--replicates 3]
 
 For each world (the star blockmodel of ``scenarios/xin-jaakkola.yaml``, larger;
 and a MovieLens-format file: ``--ratings`` or, by default, one this command
@@ -54,9 +54,9 @@ from simulator.ratings import hold_out_per_user, load_ratings, write_population_
 from simulator.seeds import stream
 from simulator.transcript import View
 
-from . import reconstruction
-from .io.report import finite
-from .stats.bounds import split_epsilon_bound
+from audits import reconstruction
+from audits.io.report import finite
+from audits.stats.bounds import split_epsilon_bound
 
 PUBLIC, EVALUATION, HELD_OUT, BATCH = 100, 200, 10, 20
 RIDGE_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
@@ -278,7 +278,7 @@ def study_world(world: World, trials: int, seed: int, report=print, leakage: boo
             mech.private_weight = choose_weight(mech, world, stream(np.random.SeedSequence(seed), "weight", label))
         rng = stream(np.random.SeedSequence(seed), "study", label)
         state, models, messages = serve(mech, world, rng, checkpoints)
-        row = {"mechanism": label, "kind": mech.name, "response": mech.response, "ridge": ridge,
+        row = {"mechanism": label, "kind": mech.kind, "response": mech.response, "ridge": ridge,
                "private_weight": mech.private_weight,
                "claim_epsilon": mech.claim.epsilon if mech.claim.promises else None,
                **utility(mech, state.model, world),
@@ -381,7 +381,7 @@ def run(out: Path, ratings: Path | None, n_private: int, trials: int, seed: int,
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audits.xj_study", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.xin_jaakkola", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ratings", type=Path, default=None, help="a MovieLens-format file (u.data, ratings.csv)")
     parser.add_argument("--private", type=int, default=400)
