@@ -7,6 +7,7 @@ import numpy as np
 from scipy import optimize, sparse
 
 from mechanisms import Mechanism
+from mechanisms.errors import InternalError
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
@@ -31,7 +32,7 @@ def lp_reconstruct(subsets: np.ndarray, answers: np.ndarray) -> np.ndarray:
     bounds = [(0.0, 1.0)] * n + [(0.0, None)] * k
     result = optimize.linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if result.status != 0:
-        raise RuntimeError(f"linprog failed: {result.message}")
+        raise InternalError(f"linprog failed: {result.message}")
     return (result.x[:n] >= 0.5).astype(float)
 
 

@@ -13,15 +13,15 @@ import sys
 import traceback
 from pathlib import Path
 
-from .executors import MAX_WORKERS, ExecutorUnavailable
-from .io.store import FolderBusy, FolderUnusable, ProgressMismatch, hold_folder
+from mechanisms.errors import BadInput
+
+from .executors import MAX_WORKERS
+from .io.store import hold_folder
 from .io.yamlio import ScenarioError, one_line
 from .utility import utility_summary
 
 #: 1 is only ever a verdict; a crash is 3, so it never reads as one
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-#: failures of the user's input or environment, reported in one line with exit 2
-BAD_INPUT = (ScenarioError, ProgressMismatch, FolderBusy, FolderUnusable, ExecutorUnavailable)
 EXECUTORS = ["serial", "processes", "dask"]
 log = logging.getLogger("recaudit")
 
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 "plan": lambda: _cmd_plan(args)}
     try:
         return commands[args.command]()
-    except BAD_INPUT as exc:
+    except BadInput as exc:  # the user's input or environment (mechanisms.errors): one line, exit 2
         print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -9,13 +9,15 @@ import contextlib
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
+from mechanisms.errors import BadInput
+
 #: at most this many workers: a pool starts them all, so a typo must not start a million
 MAX_WORKERS = 256
 #: seconds to reach a Dask scheduler before giving up
 DASK_CONNECT_TIMEOUT = 10
 
 
-class ExecutorUnavailable(RuntimeError):
+class ExecutorUnavailable(BadInput, RuntimeError):
     """The executor cannot be started or reached (bad address, missing extra)."""
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from attacks import ATTACKS
 from mechanisms import MECHANISMS, PrivacyClaim
+from mechanisms.errors import BadInput
 from simulator.engine import run_protocol
 from simulator.neighbours import TargetPair, policy_for
 from simulator.population import POPULATIONS
@@ -201,7 +202,7 @@ class _ProgressRecorder(Recorder):
             self._tick("simulation (clock)", min(now, self._horizon), self._horizon)
 
 
-class RunFolderError(ValueError):
+class RunFolderError(BadInput, ValueError):
     """A run folder cannot be turned back into reports (missing or foreign files)."""
 
 

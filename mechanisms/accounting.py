@@ -52,6 +52,7 @@ from scipy.special import expit
 
 # PrivacyClaim lives in .claims (re-exported by .base, which imports this module at load time)
 from .claims import Model, Neighbouring, PrivacyClaim, Unit
+from .errors import InternalError
 
 __all__ = [
     "GaussianRelease",
@@ -376,7 +377,7 @@ def _leaf_pld(key: tuple, vd: float) -> _pld_lib.PrivacyLossDistribution:
     if kind == "sampled_laplace":
         return _pld_lib.from_laplace_mechanism(key[1], sensitivity=key[2], value_discretization_interval=vd,
                                                sampling_prob=key[3], use_connect_dots=False)
-    raise AssertionError(kind)
+    raise InternalError(f"no privacy loss distribution for event kind {kind!r}")
 
 
 @functools.lru_cache(maxsize=32)

@@ -14,18 +14,11 @@ from scipy import sparse
 from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
+from .errors import ParameterError  # noqa: F401 (re-exported)
 from .registry import Registry
 
 #: every registered mechanism, by kind
 MECHANISMS: Registry = Registry("mechanism")
-
-
-class ParameterError(ValueError):
-    """A bad parameter value; ``field`` (a name or dotted path) says where, so errors can point at it."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True, eq=False)

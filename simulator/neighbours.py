@@ -24,11 +24,12 @@ import numpy as np
 from scipy import sparse
 
 from mechanisms import LocalMechanism, PrivacyClaim, Mechanism, UserBatch, WorldInfo
+from mechanisms.errors import BadInput
 
 from .population import Catalogue
 
 
-class PairError(ValueError):
+class PairError(BadInput, ValueError):
     """The neighbouring pair cannot show the claim (its worlds look the same to the mechanism)."""
 
 

@@ -14,6 +14,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
+from mechanisms.errors import InternalError
 from mechanisms.sp2 import allocate_private, privacy_ratios
 
 from .ratings import RatingsData, load_ratings_cached, split_ratings, withhold
@@ -391,7 +392,7 @@ class _Panel:
 
     def sample_users(self, n_users, catalogue, rng):
         if self._population is None:
-            raise RuntimeError("catalogue() builds the matrix: call it first")
+            raise InternalError("catalogue() builds the matrix: call it first")
         return self._population.sample_users(n_users, catalogue, rng)
 
     @property

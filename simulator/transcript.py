@@ -231,18 +231,6 @@ def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) ->
     return View("messages", messages=np.concatenate(parts, axis=1), queries=tuple(queries))
 
 
-def messages_view(transcript: Transcript, user: int) -> View:
-    """The local-DP view of one user: its released messages (one row per answer) and its queries."""
-    if transcript.messages is not None:
-        rows = transcript.answer_user == user
-        return View("messages", messages=transcript.messages[rows])
-    w = transcript.watched
-    rows = np.flatnonzero(w.user == user) if w is not None else np.zeros(0, np.int64)
-    if rows.size == 0:
-        raise ValueError(f"user {user}'s messages were not recorded (watch it, or record every message)")
-    return View("messages", messages=w.messages[rows], queries=(w.queries[rows],))
-
-
 def releases_view(transcript: Transcript, audited: np.ndarray | None = None) -> View:
     """The central-DP view: the published states only (and the ``audited`` users' public arrival times)."""
     arrival = None if audited is None else transcript.arrival[np.asarray(audited, dtype=np.int64)]

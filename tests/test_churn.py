@@ -4,7 +4,7 @@ import pytest
 from mechanisms import MaxSense
 from simulator.churn import Churn, simulate
 from simulator.population import SBMPopulation
-from simulator.transcript import messages_view, releases_view
+from simulator.transcript import releases_view
 
 POP = SBMPopulation(n_items=50, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                     like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=5)
@@ -65,11 +65,10 @@ def test_same_seed_same_transcript_and_other_seed_differs():
     assert a.n_users != c.n_users or not np.array_equal(a.arrival, c.arrival)
 
 
-def test_messages_view_of_one_user():
+def test_one_message_row_per_answer():
     tr, _ = run()
     user = int(tr.answer_user[0])
-    view = messages_view(tr, user)
-    assert view.kind == "messages" and view.messages.shape == (1, 1)
+    assert tr.messages[tr.answer_user == user].shape == (1, 1)
 
 
 def test_churn_rejects_intervals_longer_than_the_horizon():

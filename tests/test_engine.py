@@ -9,7 +9,7 @@ from simulator.churn import Churn, simulate
 from simulator.engine import Inserted, ProtocolRun, run_protocol, spread_ticks
 from simulator.learning import learning_curve, serve
 from simulator.population import SBMPopulation
-from simulator.transcript import Recorder, messages_view, others_view, target_view, watched_messages
+from simulator.transcript import Recorder, others_view, target_view, watched_messages
 
 POP = SBMPopulation(n_items=20, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                     like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=5)
@@ -136,8 +136,8 @@ def test_the_recorder_keeps_watched_messages_only_unless_asked():
     full = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, seed, recorder=Recorder(messages="all"))
     assert full.messages.shape[0] == full.answer_user.size
     for user in np.unique(tr.watched.user):
-        np.testing.assert_array_equal(messages_view(tr, int(user)).messages,
-                                      messages_view(full, int(user)).messages)
+        np.testing.assert_array_equal(tr.watched.messages[tr.watched.user == user],
+                                      full.messages[full.answer_user == user])
 
 
 def test_inserted_users_spread_over_the_rounds_and_answer_their_quota():

@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, Literal
 import numpy as np
 
 from mechanisms import PrivacyClaim, Mechanism
+from mechanisms.errors import BadInput
 from simulator.engine import Inserted
 from simulator.neighbours import NeighbourPolicy, TargetPair
 from simulator.seeds import child_seed
@@ -25,7 +26,7 @@ from simulator.transcript import Transcript, View, others_view, releases_view, t
 from ..executors import as_finished
 
 
-class DesignError(ValueError):
+class DesignError(BadInput, ValueError):
     """The design cannot audit this mechanism or claim."""
 
 

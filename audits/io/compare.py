@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mechanisms.errors import BadInput
+
 from . import plots
 from .report import SCHEMA_VERSION, figure, md, render_html
 from .store import write_json, write_text
 
 
-class CompareError(ValueError):
+class CompareError(BadInput, ValueError):
     """A folder given to compare holds no readable report."""
 
 

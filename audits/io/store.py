@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from mechanisms.errors import BadInput
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: no folder lock
@@ -72,11 +74,11 @@ def remove_temporaries(directory: Path) -> int:
     return removed
 
 
-class FolderBusy(RuntimeError):
+class FolderBusy(BadInput, RuntimeError):
     """Another run holds the output folder."""
 
 
-class FolderUnusable(RuntimeError):
+class FolderUnusable(BadInput, RuntimeError):
     """The output folder cannot be created or written."""
 
 
@@ -135,7 +137,7 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
         handle.close()  # closing releases the lock
 
 
-class ProgressMismatch(RuntimeError):
+class ProgressMismatch(BadInput, RuntimeError):
     """Saved progress in the output folder belongs to another scenario, seed or grid."""
 
 

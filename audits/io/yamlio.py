@@ -23,6 +23,8 @@ from typing import Any, Iterable, Iterator
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from mechanisms.errors import BadInput
+
 __all__ = [
     "ScenarioError",
     "one_line",
@@ -47,7 +49,7 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
 
 
-class ScenarioError(Exception):
+class ScenarioError(BadInput):
     """A scenario file could not be loaded or validated.
 
     ``messages`` holds one formatted line per problem; ``str()`` joins them.
