@@ -1,4 +1,4 @@
-"""The ``recaudit`` command line: run, sweep, grid, report, compare, validate, list.
+"""The ``recaudit`` command line: run, sweep, grid, report, compare, validate, list, plan, data.
 
 Results go to stdout; what is happening goes to stderr through ``logging``
 (logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mechanisms.errors import BadInput
 
+from . import data_command
 from .executors import MAX_WORKERS
 from .io.store import hold_folder
 from .io.yamlio import ScenarioError, one_line
@@ -117,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO", help="scenario YAML files")
     sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators",
                    description="Name every registered population, mechanism, attack, audit design and estimator.")
+    data_command.add_parser(sub)
     plan = sub.add_parser("plan", help="trials per world needed to show a true epsilon against a claim",
                           description="Trials per world an audit needs to show a mechanism's true epsilon "
                                       "against its claim with the given power, and the ceiling at that size.")
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
                 "sweep": lambda: _cmd_sweep(args), "grid": lambda: _cmd_grid(args), "report": lambda: _cmd_report(args),
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
-                "plan": lambda: _cmd_plan(args)}
+                "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info)}
     try:
         return commands[args.command]()
     except BadInput as exc:  # the user's input or environment (mechanisms.errors): one line, exit 2

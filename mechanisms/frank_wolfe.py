@@ -63,6 +63,9 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         if self.epsilon > 2 * math.log(1 / self.delta):
             raise ParameterError("epsilon", f"Algorithm 1 needs epsilon <= 2 log(1/delta) = "
                                             f"{2 * math.log(1 / self.delta):.3g}")
+        if self.calibration == "paper" and self.centre == "private":
+            raise ParameterError("calibration", "the paper's formula spends the whole budget; use calibration: "
+                                                "accountant with centre: private")
         if self.calibration == "paper" and self.eigen == "oja":
             raise ParameterError("calibration", "the paper's formula is for the exact eigenvector; "
                                                 "use calibration: accountant with eigen: oja")
@@ -88,22 +91,22 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         n = world.n_items
         return FrankWolfeState(world, np.zeros((n, n)), [], np.zeros((0, n)), unnoised=np.zeros((0, n)))
 
-    def broadcast(self, state: FrankWolfeState) -> dict[str, Any]:
+    def _broadcast(self, state: FrankWolfeState) -> dict[str, Any]:
         return {"basis": state.basis, "shifted": state.shifted, "eigenvalues": state.eigenvalues,
                 "nuclear_bound": self._nuclear_bound(state)}
 
     def _nuclear_bound(self, state: FrankWolfeState) -> float:
         return self.nuclear_scale * math.sqrt(max(state.n_users, 1) * state.world.n_items)
 
-    def aggregate(self, state: FrankWolfeState, queries, messages: sparse.csr_array) -> FrankWolfeState:
+    def _aggregate(self, state: FrankWolfeState, messages: sparse.csr_array) -> FrankWolfeState:
         if self.eigen == "oja":
             state.blocks.append(messages)  # Oja needs the rows themselves, not their n x n sum
             if not self.leak_unnoised:  # the leaky twin also sums the exact W
                 state.n_users += messages.shape[0] if state.basis.shape[0] == 0 else 0
                 return state
-        return super().aggregate(state, queries, messages)
+        return super()._aggregate(state, messages)
 
-    def end_round(self, state: FrankWolfeState, rng: np.random.Generator) -> FrankWolfeState:
+    def _end_round(self, state: FrankWolfeState, rng: np.random.Generator) -> FrankWolfeState:
         n = state.world.n_items
         if self.eigen == "exact":
             value, v = top_eigenpair(state.gram + symmetric_gaussian(n, self.noise.spent, rng))
@@ -154,9 +157,8 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         new[:, t - 1] = -(nuclear_bound / self.iterations) * u
         return self._projected(targets, new, basis)
 
-    def respond(self, users: UserBatch, queries, published: dict, carried: np.ndarray,
-                rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
-        targets = self._targets(users)
+    def _respond(self, users: UserBatch, targets: sparse.csr_array, published: dict, carried: np.ndarray,
+                 rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
         basis = published["basis"]
         t = basis.shape[0]
         if t:
@@ -165,14 +167,14 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
 
     def personal_output(self, users: UserBatch, carried: np.ndarray, state: FrankWolfeState) -> LowRankRows:
         """Y_i^(T): the last step with v̂_T, as coefficients over v̂_1..v̂_T."""
-        targets, bound = self._targets(users), self._nuclear_bound(state)
+        targets, bound = self._targets(users, self._effects(state)), self._nuclear_bound(state)
         if self.leak_unnoised:  # replays every step with the exact eigenvectors the server kept
             coefficients = np.zeros_like(carried)
             for t in range(1, state.unnoised.shape[0] + 1):
                 coefficients = self._step(targets, coefficients, state.unnoised[:t], state.shifted, bound)
-            return LowRankRows(coefficients[:, :state.unnoised.shape[0]], state.unnoised)
+            return self._output(users, coefficients[:, :state.unnoised.shape[0]], state.unnoised, state)
         coefficients = self._step(targets, carried, state.basis, state.shifted, bound)
-        return LowRankRows(coefficients[:, :state.basis.shape[0]], state.basis)
+        return self._output(users, coefficients[:, :state.basis.shape[0]], state.basis, state)
 
 
 @dataclass

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Lt
 from scipy import sparse
 from scipy.sparse import linalg as sparse_linalg
 
-from .accounting import GaussianRelease, gaussian_sigma_for
-from .base import GaussianNoise, PrivacyClaim, Mechanism, UserBatch, WorldInfo
+from . import centring
+from .accounting import Composition, GaussianRelease, gaussian_sigma_for
+from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 
 #: elements of the dense block of predicted rows built at a time
 _DENSE_CHUNK = 2 ** 21
@@ -146,6 +147,9 @@ class GramState:
     blocks: list  # this round's message rows (matrix–vector variants)
     basis: np.ndarray  # item vectors published so far, as rows
     n_users: int = 0  # the cohort (users answering round 1): public under replace-one
+    effects: centring.GlobalEffects | None = None  # the published centring (``centre``), once known
+    phase: int = 0  # centring rounds done
+    centre_sums: list = field(default_factory=list)  # the centring rounds' noisy sums
 
 
 @dataclass
@@ -161,12 +165,30 @@ class GramCompletion(Mechanism):
     (the upper triangle the noise covers, by no more). The claim — (ε, δ)-joint
     DP per user, replace-one — comes from the accountant for ``iterations``
     Gaussian releases; σ is the smallest that makes it ε at δ.
+
+    Star ratings (``min_rating``..``max_rating``) can be centred first
+    (``centre``, ``mechanisms.centring``): the protocol completes
+    ``r − MAvg − r̄_u`` and users predict ``MAvg + r̄_u + row``, clamped to the
+    scale (each user also undoes its own row's clipping factor: its output is
+    not private with respect to itself). ``private`` centring spends
+    ``centre_share`` of the Gaussian budget (μ²) in two leading rounds, so the
+    claim covers ``iterations + 2`` rounds; ``public`` centring takes
+    ``public_users`` users whose rows are public (outside the claim).
     """
 
     epsilon: Annotated[float, Gt(0)]
     delta: Annotated[float, Gt(0), Lt(1)] = 1e-6
     iterations: Annotated[int, Ge(1)] = 10
     row_bound: Annotated[float, Gt(0)] = 1.0
+    centre: Literal["none", "user", "public", "private"] = "none"
+    min_rating: float | None = None
+    max_rating: float | None = None
+    #: private centring: its share of the budget (of μ², Gaussian composition) and each message's L2 bound C
+    centre_share: Annotated[float, Gt(0), Lt(1)] = 0.1
+    centre_bound: Annotated[float, Gt(0)] = 1.0
+    public_users: Annotated[int, Ge(0)] = 0
+    beta_m: Annotated[float, Ge(0)] = 15.0
+    beta_p: Annotated[float, Ge(0)] = 20.0
     claim_model = "joint"
     claim_unit = "user"
     claim_neighbouring = "replace"
@@ -178,9 +200,39 @@ class GramCompletion(Mechanism):
     project: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if (self.min_rating is None) != (self.max_rating is None) or (
+                self.min_rating is not None and not self.max_rating > self.min_rating):
+            raise ParameterError("max_rating", "give min_rating < max_rating (the star scale) or neither")
+        if self.centre != "none" and self.min_rating is None:
+            raise ParameterError("centre", f"centre: {self.centre} needs the star scale (min_rating, max_rating)")
+        if (self.centre == "public") != (self.public_users > 0):
+            raise ParameterError("public_users", "centre: public takes public_users >= 1 (and only it does)")
         self.claim_delta = self.delta
         self.noise = GaussianNoise(self._sigma(), self._sensitivity(),
                                    spent_sigma=None if self.noise_on and self.spend_noise else 0.0)
+
+    @property
+    def centring_rounds(self) -> int:
+        return 2 if self.centre == "private" else 0
+
+    @property
+    def rounds(self) -> int:
+        """Rounds a panel answers: the centring rounds, then ``iterations``."""
+        return self.iterations + self.centring_rounds
+
+    @property
+    def scale(self) -> tuple[float, float] | None:
+        return None if self.min_rating is None else (self.min_rating, self.max_rating)
+
+    def _full_sigma(self) -> float:
+        return gaussian_sigma_for(self.epsilon, self.delta, self._sensitivity(),
+                                  self.iterations * self._releases_per_round())
+
+    @property
+    def centre_sigma(self) -> float:
+        """σ of the two centring releases (sensitivity 2C each): their μ² is ``centre_share`` of the total."""
+        mu2 = self.iterations * self._releases_per_round() * (self._sensitivity() / self._full_sigma()) ** 2
+        return 2.0 * self.centre_bound * math.sqrt(2.0 / (self.centre_share * mu2))
 
     def _sensitivity(self) -> float:
         return 4.0 * math.sqrt(2.0) * self.row_bound ** 2
@@ -189,12 +241,19 @@ class GramCompletion(Mechanism):
         return 1
 
     def _sigma(self) -> float:
-        return gaussian_sigma_for(self.epsilon, self.delta, self._sensitivity(),
-                                  self.iterations * self._releases_per_round())
+        share = self.centre_share if self.centre == "private" else 0.0
+        return self._full_sigma() / math.sqrt(1.0 - share)
 
     def privacy_event(self, answers: int = 1):
-        """Each answer is one round's Gaussian release(s) at the published σ."""
-        return GaussianRelease(self.noise.sigma, self._sensitivity(), count=answers * self._releases_per_round())
+        """Each answer is one round's Gaussian release(s) at the published σ (centring rounds first)."""
+        centring_answers = min(answers, self.centring_rounds)
+        events = []
+        if centring_answers:
+            events.append(GaussianRelease(self.centre_sigma, 2.0 * self.centre_bound, count=centring_answers))
+        if answers > centring_answers:
+            events.append(GaussianRelease(self.noise.sigma, self._sensitivity(),
+                                          count=(answers - centring_answers) * self._releases_per_round()))
+        return events[0] if len(events) == 1 else Composition(tuple(events))
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         if not self.noise_on:  # a non-private baseline: audits measure its leakage (verdict no_claim)
@@ -203,22 +262,83 @@ class GramCompletion(Mechanism):
 
     @property
     def claim(self) -> PrivacyClaim:
-        """The promise for a user taking part in all ``iterations`` rounds."""
-        return self.claim_for(self.iterations)
+        """The promise for a user taking part in all rounds (centring, then ``iterations``)."""
+        return self.claim_for(self.rounds)
 
     def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
         return np.zeros((n_users, 0))
 
+    # ------------------------------------------------------------ centring (mechanisms.centring), then the protocol
+
+    def public_panel(self) -> int:
+        return self.public_users
+
+    def init_public(self, state: GramState, rows: UserBatch) -> GramState:
+        state.effects = centring.exact(rows.ratings, self.scale, self.beta_m)
+        return state
+
+    def _effects(self, state: GramState) -> centring.GlobalEffects | None:
+        if self.centre == "user":
+            return centring.midpoint(state.world.n_items, self.scale)
+        return state.effects
+
+    def broadcast(self, state: GramState) -> dict:
+        phase = state.phase if state.phase < self.centring_rounds else None
+        return self._broadcast(state) | {"centring": phase, "effects": self._effects(state)}
+
+    def respond(self, users: UserBatch, queries, published: dict, carried, rng: np.random.Generator):
+        if published["centring"] is not None:
+            return centring.message(users.ratings, published["centring"], self.scale, self.centre_bound), carried
+        return self._respond(users, self._targets(users, published["effects"]), published, carried, rng)
+
     def aggregate(self, state: GramState, queries, messages: sparse.csr_array) -> GramState:
+        if state.phase < self.centring_rounds:
+            if len(state.centre_sums) == state.phase:
+                state.centre_sums.append(np.zeros(state.world.n_items))
+            state.centre_sums[state.phase] += np.asarray(messages.sum(axis=0)).ravel()
+            return state
+        return self._aggregate(state, messages)
+
+    def end_round(self, state: GramState, rng: np.random.Generator) -> GramState:
+        if state.phase >= self.centring_rounds:
+            return self._end_round(state, rng)
+        sigma = self.centre_sigma if self.noise.spent > 0 else 0.0
+        if len(state.centre_sums) == state.phase:
+            state.centre_sums.append(np.zeros(state.world.n_items))
+        state.centre_sums[state.phase] = state.centre_sums[state.phase] + rng.normal(0.0, sigma, state.world.n_items)
+        state.phase += 1
+        if state.phase == self.centring_rounds:
+            state.effects = centring.effects(*state.centre_sums, self.scale, self.beta_m)
+        return state
+
+    def _aggregate(self, state: GramState, messages: sparse.csr_array) -> GramState:
         if state.basis.shape[0] == 0:
             state.n_users += messages.shape[0]
         state.gram += gram(messages)
         return state
 
-    def _targets(self, users: UserBatch) -> sparse.csr_array:
-        """Y*_i on Ω, clipped to norm L (unless a twin skips the projections)."""
+    def _targets(self, users: UserBatch, effects: centring.GlobalEffects | None) -> sparse.csr_array:
+        """Y*_i on Ω (centred when ``centre`` says so), clipped to norm L (unless a twin skips the projections)."""
         ratings = users.ratings.astype(float)
+        if self.centre != "none":
+            ratings = with_values(ratings, np.clip(ratings.data, *self.scale))
+            ratings = centring.centred(ratings, effects.MAvg, centring.offsets(ratings, effects.MAvg, self.beta_p))
         return clip_rows(ratings, self.row_bound) if self.project else ratings
+
+    def _output(self, users: UserBatch, coefficients: np.ndarray, basis: np.ndarray, state: GramState) -> LowRankRows:
+        """Users' predicted rows: the completed rows, plus (centred) ``MAvg + r̄_u`` with the row's own clipping
+        undone, clamped to the star scale."""
+        if self.centre == "none":
+            return LowRankRows(coefficients, basis, self.scale)
+        effects = self._effects(state)
+        ratings = users.ratings.astype(float)
+        ratings = with_values(ratings, np.clip(ratings.data, *self.scale))
+        offset = centring.offsets(ratings, effects.MAvg, self.beta_p)
+        norms = row_norms(centring.centred(ratings, effects.MAvg, offset))
+        factor = np.minimum(1.0, self.row_bound / np.maximum(norms, 1e-300)) if self.project else np.ones(len(users))
+        n = basis.shape[1]
+        return LowRankRows(np.column_stack([np.ones(len(users)), offset, coefficients / factor[:, None]]),
+                           np.vstack([effects.MAvg, np.ones(n), basis]), self.scale)
 
     def _residual(self, targets, coefficients, basis) -> sparse.csr_array:
         """A_i = P_Ω(Y_i − Y*_i) for rows ``coefficients @ basis``."""

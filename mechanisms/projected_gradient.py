@@ -44,10 +44,10 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
         n = world.n_items
         return GradientState(world, np.zeros((n, n)), [], np.zeros((0, n)))
 
-    def broadcast(self, state: GradientState) -> dict[str, Any]:
+    def _broadcast(self, state: GradientState) -> dict[str, Any]:
         return {"basis": state.published(1), "previous": state.published(2)}
 
-    def end_round(self, state: GradientState, rng: np.random.Generator) -> GradientState:
+    def _end_round(self, state: GradientState, rng: np.random.Generator) -> GradientState:
         n = state.world.n_items
         state.basis = top_eigenvectors(state.gram + symmetric_gaussian(n, self.noise.spent, rng), self.rank)
         state.history.append(state.basis)
@@ -67,9 +67,8 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
         new = coefficients[:, :previous.shape[0]] @ (previous @ basis.T) - self.step_size * (residual @ basis.T)
         return self._projected(targets, new, basis)
 
-    def respond(self, users: UserBatch, queries, published: dict, carried: np.ndarray,
-                rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
-        targets = self._targets(users)
+    def _respond(self, users: UserBatch, targets: sparse.csr_array, published: dict, carried: np.ndarray,
+                 rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
         basis = published["basis"]
         previous = published["previous"]
         if basis.shape[0]:
@@ -78,5 +77,6 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
 
     def personal_output(self, users: UserBatch, carried: np.ndarray, state: GradientState) -> LowRankRows:
         """The last step, onto the last published eigenvectors."""
-        return LowRankRows(self._step(self._targets(users), carried, state.published(2), state.basis), state.basis)
+        targets = self._targets(users, self._effects(state))
+        return self._output(users, self._step(targets, carried, state.published(2), state.basis), state.basis, state)
 

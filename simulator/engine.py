@@ -50,6 +50,8 @@ class ProtocolRun:
     def __init__(self, mechanism: Mechanism, population, catalogue: Catalogue, schedule,
                  world_seed: np.random.SeedSequence, coins_seed: np.random.SeedSequence | None = None,
                  recorder: Recorder | None = None, inserted: Inserted | None = None):
+        # a finite population (a ratings file) gives each run its own draws: no user twice in a run
+        population = population.for_run() if hasattr(population, "for_run") else population
         self.mechanism, self.population, self.catalogue, self.schedule = mechanism, population, catalogue, schedule
         coins = world_seed if coins_seed is None else coins_seed
         self.rng_churn, self.rng_users = stream(world_seed, "churn"), stream(world_seed, "users")

@@ -5,6 +5,7 @@ rng) -> (clusters, UserBatch)`` (fresh users' private rows, sparse; cluster -1 w
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -17,7 +18,8 @@ from mechanisms import ParameterError, UserBatch
 from mechanisms.errors import InternalError
 from mechanisms.sp2 import allocate_private, privacy_ratios
 
-from .ratings import RatingsData, load_ratings_cached, split_ratings, withhold
+from . import datasets
+from .ratings import RatingsData, RatingsFormat, load_ratings_cached, split_ratings, withhold
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,47 @@ class StarSBMPopulation(_BlockModel):
         return clusters, withhold(rows, self.held_out, rng) if self.held_out else rows
 
 
+def ratings_path(path: Path | None, dataset: str | None) -> Path:
+    """The ratings file a population reads: ``path``, or the cached, verified file of a named data set."""
+    if dataset is None:
+        if path is None:
+            raise ParameterError("path", "give a ratings file (path) or a data set (dataset: movielens-100k)")
+        return Path(path)
+    try:
+        found = datasets.find(dataset)
+    except datasets.DataError as exc:
+        raise ParameterError("dataset", str(exc)) from None
+    if path is not None and Path(path).resolve() != found.resolve():
+        raise ParameterError("path", "give either path or dataset, not both")
+    return found
+
+
+class _Draws:
+    """One run's draws from a finite set of users without replacement: each user at most once per run."""
+
+    def __init__(self, pool: np.ndarray):
+        self.pool, self.order, self.taken = pool, None, 0
+
+    def take(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.order is None:
+            self.order = rng.permutation(self.pool)
+        if self.taken + n > self.order.size:
+            raise ParameterError("n_users", f"the run asks for more than the {self.order.size} users the data "
+                                            "holds (each real user is drawn at most once; bootstrap: true "
+                                            "resamples them)")
+        self.taken += n
+        return self.order[self.taken - n:self.taken]
+
+
+def _without_replacement(pool: np.ndarray, n: int, rng: np.random.Generator, draws: "_Draws | None") -> np.ndarray:
+    """``n`` distinct users of ``pool``: from the run's draws when there is a run, else a fresh sample."""
+    if draws is not None:
+        return draws.take(n, rng)
+    if n > pool.size:
+        raise ParameterError("n_users", f"{n} users asked for, the data holds {pool.size}")
+    return rng.choice(pool, n, replace=False)
+
+
 def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform on [-1, 0) U (0, 1]: a random sign times 1 - U, U ~ U[0, 1) (never exactly 0)."""
     return np.where(rng.random(size) < 0.5, -1.0, 1.0) * (1.0 - rng.random(size))
@@ -281,7 +324,7 @@ def rank_one_world(n_users: int, n_items: int, ratings_per_user: int, rng: np.ra
 
 @dataclass
 class RatingsFilePopulation:
-    """Users resampled (with replacement) from a ratings file (``simulator.ratings``).
+    """Users drawn from a ratings file (``simulator.ratings``): each real user at most once per run.
 
     ``format``: ``auto`` (from the first line), ``udata`` (MovieLens ``u.data``),
     ``ratings_csv`` (MovieLens ``ratings.csv``) or ``csv`` (``user,item,rating``).
@@ -289,27 +332,32 @@ class RatingsFilePopulation:
     ``validate`` catches every bad line); then only the ``top_items`` most rated items
     are kept, ``test_fraction`` of the ratings are held out and each user's training
     ratings are capped at ``max_ratings_per_user`` (both drawn from ``split_seed``).
-    Users are resampled from the training table; a rating is a like when it is
-    ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
+    Users are drawn from the training table without replacement (a run asking for more
+    users than the file holds is refused); ``bootstrap: true`` resamples them with
+    replacement instead. A rating is a like when it is ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
     with a non-private clustering of the same file instead (``audits.utility``).
     ``held_out``: ratings of each sampled user withheld from its row (all but one at
     most) and kept in ``UserBatch.held_out`` to score predictions.
     """
 
-    path: Path
+    path: Path | None = None
+    #: a data set fetched by ``recaudit data fetch`` (instead of ``path``), e.g. ``movielens-100k``
+    dataset: str | None = None
     like_threshold: float = 4.0
     n_item_clusters: Annotated[int, Ge(1)] = 2
-    format: Literal["auto", "udata", "ratings_csv", "csv"] = "auto"
+    format: RatingsFormat = "auto"
     top_items: Annotated[int, Ge(1)] | None = None
     max_ratings_per_user: Annotated[int, Ge(1)] | None = None
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.0
     split_seed: Annotated[int, Ge(0)] = 0
     held_out: Annotated[int, Ge(0)] = 0
+    bootstrap: bool = False
     _data: RatingsData | None = field(default=None, init=False, repr=False)
     _table: tuple | None = field(default=None, init=False, repr=False)
+    _draws: _Draws | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.path = Path(self.path)
+        self.path = ratings_path(self.path, self.dataset)
         if not np.isfinite(self.like_threshold):
             raise ParameterError("like_threshold", "must be a finite number")
         self._data = load_ratings_cached(self.path, format=self.format, top_items=self.top_items,
@@ -339,9 +387,20 @@ class RatingsFilePopulation:
         users, active, _ = self._users()
         return np.asarray(users.take(active).likes.sum(axis=0), dtype=float).ravel() / max(active.size, 1)
 
+    def size(self) -> int | None:
+        """Distinct users the file holds (None with ``bootstrap``: no limit)."""
+        return None if self.bootstrap else int(self._users()[1].size)
+
+    def for_run(self) -> "RatingsFilePopulation":
+        """This population for one run: its draws never repeat a user (unless ``bootstrap``)."""
+        run = copy.copy(self)
+        run._draws = None if self.bootstrap else _Draws(self._users()[1])
+        return run
+
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, active, _ = self._users()
-        pick = active[rng.integers(active.size, size=n_users)]
+        pick = active[rng.integers(active.size, size=n_users)] if self.bootstrap else \
+            _without_replacement(active, n_users, rng, self._draws)
         rows = users.take(pick)
         return np.full(n_users, -1), withhold(rows, self.held_out, rng) if self.held_out else rows
 
@@ -360,15 +419,20 @@ class MatrixPopulation:
     rows: UserBatch
     test: sparse.csr_array | None = None
     max_rating: float = 1.0
+    _draws: _Draws | None = field(default=None, init=False, repr=False)
+
+    def for_run(self) -> "MatrixPopulation":
+        """This matrix for one run: the run's draws (public users, then the panel) never repeat a row."""
+        run = copy.copy(self)
+        run._draws = _Draws(np.arange(len(self.rows)))
+        return run
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:
         per_user = np.diff(self.rows.ratings.indptr)
         return Catalogue(self.rows.n_items, 1, None, max(1, int(per_user.max(initial=1))))
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
-        if n_users > len(self.rows):
-            raise ParameterError("n_users", f"the matrix has {len(self.rows)} users, {n_users} were asked for")
-        source = rng.permutation(len(self.rows))[:n_users]
+        source = _without_replacement(np.arange(len(self.rows)), n_users, rng, self._draws)
         return source, self.rows.take(source)
 
     @classmethod
@@ -394,6 +458,11 @@ class _Panel:
         if self._population is None:
             raise InternalError("catalogue() builds the matrix: call it first")
         return self._population.sample_users(n_users, catalogue, rng)
+
+    def for_run(self) -> MatrixPopulation:
+        if self._population is None:
+            raise RuntimeError("catalogue() builds the matrix: call it first")
+        return self._population.for_run()
 
     @property
     def matrix(self) -> MatrixPopulation:
@@ -430,8 +499,9 @@ class RatingsMatrix(_Panel):
     Options as ``ratings_file``; ``max_rating`` is the top of the rating scale (audit pairs use it).
     """
 
-    path: Path
-    format: Literal["auto", "udata", "ratings_csv", "csv"] = "auto"
+    path: Path | None = None
+    dataset: str | None = None
+    format: RatingsFormat = "auto"
     top_items: Annotated[int, Ge(1)] | None = None
     max_ratings_per_user: Annotated[int, Ge(1)] | None = None
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.01
@@ -441,7 +511,7 @@ class RatingsMatrix(_Panel):
     _population: MatrixPopulation | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.path = Path(self.path)
+        self.path = ratings_path(self.path, self.dataset)
         self._data()  # validates the whole file now
 
     def _data(self) -> RatingsData:

@@ -3,7 +3,11 @@
 Formats (``format``; ``auto`` tells them apart from the first line):
 
 * ``udata``: MovieLens 100K ``u.data``: ``user<TAB>item<TAB>rating<TAB>timestamp``, no header;
-* ``ratings_csv``: MovieLens ``ratings.csv``: header ``userId,movieId,rating[,timestamp]``;
+* ``ratings_csv``: MovieLens ``ratings.csv`` (latest, 20M, 25M): header ``userId,movieId,rating[,timestamp]``;
+* ``ratings_dat``: MovieLens 1M / 10M ``ratings.dat``: ``user::item::rating::timestamp``, no header
+  (read through a stream that turns each ``::`` into a tab, block by block);
+* ``inter``: RecBole's atomic ``.inter`` files: a typed tab-separated header (``user_id:token
+  item_id:token rating:float ...``); ids are read as integers when they all are, else as text;
 * ``csv``: the project's own: a header naming ``user``, ``item`` and ``rating`` (any order, other
   columns allowed); ids may be any text.
 
@@ -21,9 +25,11 @@ held-out ratings and the original ids of every row and column.
 from __future__ import annotations
 
 import functools
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from scipy import sparse
@@ -32,7 +38,9 @@ from mechanisms import ParameterError, UserBatch
 
 from .seeds import stream
 
-FORMATS = ("auto", "udata", "ratings_csv", "csv")
+FORMATS = ("auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv")
+#: the ``format`` field of the populations that read ratings files
+RatingsFormat = Literal["auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv"]
 _CHUNK_ROWS = 1_000_000  # rows per chunk when locating a bad line (bounded memory on huge files)
 _BLOCK_BYTES = 1 << 24
 
@@ -95,14 +103,14 @@ class _Layout:
 
     @property
     def int_ids(self) -> bool:
-        return self.format != "csv"
+        return self.format not in ("csv", "inter")
 
     def dtypes(self) -> dict:
         """Explicit dtypes for the C parser: integer ids (MovieLens), float ratings, float extras."""
         types: dict = {name: np.float64 for name in self.names if name not in (self.user, self.item)}
         if self.int_ids:
             types |= {self.user: np.int64, self.item: np.int64}
-        else:  # the project's own ids are text or numbers; inferred, then factorized
+        else:  # the project's own (and RecBole's) ids are text or numbers; inferred, then factorized
             types = {self.rating: np.float64}
         return types
 
@@ -123,17 +131,31 @@ def _layout(path: Path, fmt: str) -> _Layout:
     except UnicodeDecodeError:
         raise RatingsFileError(path, "not UTF-8 text", 1) from None
     if fmt == "auto":
-        fmt = "udata" if "\t" in text else _csv_kind(path, text)
-    if fmt == "udata":
-        return _Layout("udata", "\t", False, _UDATA_NAMES, "user", "item", "rating")
+        fmt = ("ratings_dat" if "::" in text else "inter" if _TYPED.match(text) else "udata" if "\t" in text
+               else _csv_kind(path, text))
+    if fmt in ("udata", "ratings_dat"):
+        return _Layout(fmt, "\t" if fmt == "udata" else "::", False, _UDATA_NAMES, "user", "item", "rating")
+    if fmt == "inter":
+        names = tuple(name.split(":")[0].strip() for name in text.split("\t"))
+        return _named_layout(path, fmt, "\t", names, ("user_id", "item_id", "rating"), text)
     names = tuple(name.strip().strip('"') for name in text.split(","))
+    need = ("userId", "movieId", "rating") if fmt == "ratings_csv" else ("user", "item", "rating")
+    return _named_layout(path, fmt, ",", names, need, text)
+
+
+#: RecBole's typed header: ``name:type`` fields, tab-separated
+_TYPED = re.compile(r"^[^\t:]+:(token|float|token_seq|float_seq)(\t|$)")
+
+
+def _named_layout(path: Path, fmt: str, sep: str, names: tuple[str, ...], need: tuple[str, str, str],
+                  text: str) -> _Layout:
+    """A layout whose header names its columns; refuses repeated names and missing user/item/rating."""
     if len(set(names)) != len(names):
         raise RatingsFileError(path, f"header repeats a column name: {text}", 1)
-    need = ("userId", "movieId", "rating") if fmt == "ratings_csv" else ("user", "item", "rating")
     missing = sorted(set(need) - set(names))
     if missing:
         raise RatingsFileError(path, f"missing columns {missing} (need {','.join(need)})")
-    return _Layout(fmt, ",", True, names, *need)
+    return _Layout(fmt, sep, True, names, *need)
 
 
 def _csv_kind(path: Path, header: str) -> str:
@@ -149,11 +171,47 @@ def _csv_kind(path: Path, header: str) -> str:
 # ---------------------------------------------------------------- parsing
 
 
-def _read(path: Path, layout: _Layout, **kw):
+class _DoubleColons(io.RawIOBase):
+    """A binary file read with every ``::`` turned into a tab (line breaks kept, so line numbers hold):
+    lets pandas' C parser, which takes one-character separators only, read ``ratings.dat``."""
+
+    def __init__(self, path: Path):
+        self._file, self._pending = open(path, "rb"), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            block = self._file.read(_BLOCK_BYTES)
+            if not block:
+                return 0
+            while block.endswith(b":"):  # a "::" may be cut between blocks
+                more = self._file.read(1)
+                if not more:
+                    break
+                block += more
+            self._pending = block.replace(b"::", b"\t")
+        size = min(len(buffer), len(self._pending))
+        buffer[:size], self._pending = self._pending[:size], self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _read(path: Path, layout: _Layout, skiprows: int | None = None, **kw):
     import pandas as pd
 
-    return pd.read_csv(path, sep=layout.sep, header=None, skiprows=1 if layout.header else 0,
-                       names=list(layout.names), engine="c", encoding="utf-8", skip_blank_lines=True, **kw)
+    source, sep = (io.BufferedReader(_DoubleColons(path)), "\t") if layout.sep == "::" else (path, layout.sep)
+    try:
+        return pd.read_csv(source, sep=sep, header=None, skiprows=(1 if layout.header else 0) if skiprows is None
+                           else skiprows, names=list(layout.names), engine="c", encoding="utf-8",
+                           skip_blank_lines=True, **kw)
+    finally:
+        if source is not path and not kw.get("chunksize"):
+            source.close()
 
 
 @dataclass(frozen=True)
@@ -261,9 +319,7 @@ def _locate(path: Path, layout: _Layout) -> RatingsFileError:
     first_line = int(_line_numbers(path, layout, np.array([start]))[0])
     if first_line == 0:
         return RatingsFileError(path, "not a readable ratings file")
-    chunk = pd.read_csv(path, sep=layout.sep, header=None, skiprows=first_line - 1, nrows=_CHUNK_ROWS,
-                        names=list(layout.names), engine="c", encoding="utf-8", skip_blank_lines=True,
-                        dtype=str, keep_default_na=False)
+    chunk = _read(path, layout, skiprows=first_line - 1, nrows=_CHUNK_ROWS, dtype=str, keep_default_na=False)
     found = _first_problem(chunk, layout)
     if found is None:
         return RatingsFileError(path, "not a readable ratings file")
@@ -498,9 +554,9 @@ def write_ratings(path: Path | str, ratings: sparse.sparray | UserBatch, format:
                   user_ids: np.ndarray | None = None, item_ids: np.ndarray | None = None) -> Path:
     """Write a users x items table of ratings as a ratings file (ids 1-based unless given).
 
-    ``udata`` and ``ratings_csv`` are MovieLens' layouts (timestamps are made up: one second
-    per rating); ``csv`` is ``user,item,rating``. Integral ratings are written as integers,
-    others with full precision (they read back exactly).
+    ``udata``, ``ratings_csv`` and ``ratings_dat`` are MovieLens' layouts, ``inter`` RecBole's
+    (timestamps are made up: one second per rating); ``csv`` is ``user,item,rating``. Integral
+    ratings are written as integers, others with full precision (they read back exactly).
     """
     import pandas as pd
 
@@ -511,14 +567,24 @@ def write_ratings(path: Path | str, ratings: sparse.sparray | UserBatch, format:
     values = coo.data
     if np.all(values == np.round(values)):
         values = values.astype(np.int64)
-    columns = {"udata": _UDATA_NAMES, "ratings_csv": ("userId", "movieId", "rating", "timestamp"),
+    columns = {"udata": _UDATA_NAMES, "ratings_dat": _UDATA_NAMES,
+               "ratings_csv": ("userId", "movieId", "rating", "timestamp"),
+               "inter": ("user_id:token", "item_id:token", "rating:float", "timestamp:float"),
                "csv": ("user", "item", "rating")}[format]
     data = dict(zip(columns, (user_ids[coo.row], item_ids[coo.col], values)))
     if len(columns) == 4:
         data[columns[3]] = 1_000_000_000 + np.arange(values.size)
     path = Path(path)
-    pd.DataFrame(data).to_csv(path, sep="\t" if format == "udata" else ",", header=format != "udata",
-                              index=False, chunksize=1_000_000)
+    frame = pd.DataFrame(data)
+    if format == "ratings_dat":  # pandas writes one-character separators only
+        with open(path, "w", encoding="utf-8") as f:
+            for start in range(0, len(frame), 1_000_000):
+                block = frame.iloc[start:start + 1_000_000].astype(str)
+                f.write("".join(block[columns[0]] + "::" + block[columns[1]] + "::" + block[columns[2]] + "::"
+                                + block[columns[3]] + "\n"))
+        return path
+    frame.to_csv(path, sep="\t" if format in ("udata", "inter") else ",", header=format not in ("udata",),
+                 index=False, chunksize=1_000_000)
     return path
 
 

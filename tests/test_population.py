@@ -66,7 +66,7 @@ def test_bad_parameters_name_their_field(kw, field):
 def test_ratings_file_population(tmp_path):
     path = tmp_path / "ratings.csv"
     path.write_text("user,item,rating\n1,a,5\n1,b,2\n2,a,1\n2,c,4\n")
-    pop = RatingsFilePopulation(path=path, like_threshold=4)
+    pop = RatingsFilePopulation(path=path, like_threshold=4, bootstrap=True)
     cat = pop.catalogue(np.random.default_rng(0))
     assert cat.n_items == 3 and cat.item_labels is None and cat.ratings_per_user == 2
     _, users = pop.sample_users(10, cat, np.random.default_rng(1))

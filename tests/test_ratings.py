@@ -20,6 +20,7 @@ from simulator.ratings import (RatingsFileError, load_ratings, read_ratings, wri
 
 ROOT = Path(__file__).resolve().parents[1]
 ML_HEADER = "userId,movieId,rating,timestamp\n"
+INTER_HEADER = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
 
 # (file name, bytes, line named, message the line carries)
 BAD_FILES = [
@@ -40,12 +41,18 @@ BAD_FILES = [
     ("u2.data", "1\t2\t4\t9\n1\t3\t4\n", 2, "expected 4 fields, saw 3"),
     ("own.csv", "user,item,rating\nann,x,4\nbob,,3\n", 3, "item: empty"),
     ("own_dup.csv", "user,item,rating\nann,x,4\nbob,x,3\nann,x,1\n", 4, "duplicate rating of item x by user ann"),
+    ("ratings.dat", "1::2::4::9\n1::3::4::9\n2::3::five::9\n", 3, "rating: 'five' is not a number"),
+    ("short.dat", "1::2::4::9\n\n1::3::4\n", 3, "expected 4 fields, saw 3"),
+    ("dup.dat", "1::2::4::9\n1::2::5::9\n", 2, "duplicate rating of item 2 by user 1 (first at line 1)"),
+    ("r.inter", INTER_HEADER + "7\t2\t4\t9\n7\t3\t0\t9\n", 3, "rating: 0 is not allowed"),
+    ("dup.inter", INTER_HEADER + "a\tb\t4\t9\na\tb\t3\t9\n", 3, "duplicate rating of item_id b by user_id a"),
 ]
 # no line to name: the file as a whole is wrong
 BAD_WHOLE_FILES = [
     ("empty.csv", "", "empty file (no ratings)"),
     ("header_only.csv", ML_HEADER, "no ratings after the header"),
     ("columns.csv", "uid,iid,score\n1,2,3\n", "missing columns ['item', 'rating', 'user']"),
+    ("columns.inter", "user_id:token\titem:token\trating:float\n1\t2\t3\n", "missing columns ['item_id']"),
 ]
 
 
@@ -92,6 +99,17 @@ def test_a_bad_line_deep_in_a_chunked_file_is_found(tmp_path, monkeypatch):
     assert str(info.value).startswith(f"{path}:25: rating: '3.5.1' is not a number")  # header + blank line
 
 
+def test_double_colons_cut_between_blocks_read_as_separators(tmp_path, monkeypatch):
+    import simulator.ratings as ratings
+
+    table = sparse.csr_array(np.array([[5.0, 0, 3.5], [0, 1.0, 2.0], [4.0, 4.0, 0]]))
+    expected = read_ratings(write_ratings(tmp_path / "u.data", table, "udata")).table
+    for block in (1, 2, 3, 5, 7):
+        monkeypatch.setattr(ratings, "_BLOCK_BYTES", block)
+        got = read_ratings(write_ratings(tmp_path / "ratings.dat", table, "ratings_dat")).table
+        assert (got != expected).nnz == 0 and got.shape == expected.shape
+
+
 @pytest.mark.parametrize("name, content, line, message", BAD_FILES[:6] + BAD_FILES[-3:-1],
                          ids=[case[0] for case in BAD_FILES[:6] + BAD_FILES[-3:-1]])
 def test_validate_refuses_a_bad_file_in_one_line(tmp_path, capsys, name, content, line, message):
@@ -118,7 +136,9 @@ def star_world(**kw) -> StarSBMPopulation:
 def read_back(path: Path, fmt: str) -> dict[tuple[str, str], float]:
     """The file read by Python's csv module: an independent reader."""
     with open(path, newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t" if fmt == "udata" else ","))
+        if fmt == "ratings_dat":
+            return {tuple(line.split("::")[:2]): float(line.split("::")[2]) for line in f.read().splitlines()}
+        rows = list(csv.reader(f, delimiter="\t" if fmt in ("udata", "inter") else ","))
     if fmt != "udata":
         rows = rows[1:]
     return {(r[0], r[1]): float(r[2]) for r in rows}
@@ -129,9 +149,10 @@ def as_dict(table: sparse.csr_array, user_ids, item_ids) -> dict[tuple[str, str]
     return {(str(user_ids[u]), str(item_ids[i])): float(v) for u, i, v in zip(coo.row, coo.col, coo.data)}
 
 
-@pytest.mark.parametrize("fmt", ["udata", "ratings_csv", "csv"])
+@pytest.mark.parametrize("fmt", ["udata", "ratings_csv", "ratings_dat", "inter", "csv"])
 def test_a_generated_file_round_trips(tmp_path, fmt):
     path = write_population_file(tmp_path / f"r.{fmt}", star_world(), 300, seed=5, format=fmt)
+    assert load_ratings(path, format=fmt).train.nnz == 300 * 12  # named explicitly, and detected (below)
     data = load_ratings(path)
     expected = read_back(path, fmt)
     assert data.train.nnz == len(expected) == 300 * 12 and data.test.nnz == 0
@@ -203,7 +224,7 @@ def test_population_options_and_existing_keys(tmp_path):
     cat = pop.catalogue(np.random.default_rng(0))
     assert cat.n_items == 50 and cat.item_labels is None
     assert pop.data.test.nnz == round(0.05 * load_ratings(path, top_items=50).train.nnz)
-    _, users = pop.sample_users(500, cat, np.random.default_rng(1))
+    _, users = pop.sample_users(150, cat, np.random.default_rng(1))
     assert (users.rated.sum(axis=1) <= 8).all() and (users.rated.sum(axis=1) > 0).all()
     assert np.array_equal(users.liked, users.rated & (users.ratings.toarray() >= 4))
     with pytest.raises(ParameterError) as info:
@@ -216,7 +237,7 @@ def test_a_scenario_with_the_new_keys_validates(tmp_path, capsys):
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: f\nseed: 1\npopulation:\n  kind: ratings_file\n  path: ratings.csv\n"
                         "  format: ratings_csv\n  top_items: 40\n  max_ratings_per_user: 6\n"
-                        "  test_fraction: 0.01\n  like_threshold: 4\n"
+                        "  test_fraction: 0.01\n  like_threshold: 4\n  bootstrap: true\n"
                         "mechanism: {kind: maxsense, epsilon: 1.0}\n")
     assert main(["validate", str(scenario)]) == 0
     scenario.write_text(scenario.read_text().replace("format: ratings_csv", "format: tsv"))
@@ -240,7 +261,7 @@ def peak_mb():
             return int(line.split()[1]) / 1024
 
 before = peak_mb()
-pop = RatingsFilePopulation(path=sys.argv[1], like_threshold=4)
+pop = RatingsFilePopulation(path=sys.argv[1], like_threshold=4, bootstrap=True)
 catalogue = pop.catalogue(np.random.default_rng(0))
 loaded = peak_mb()
 churn = Churn(arrival_rate=2000, mean_lifetime=1.0, horizon=5.0, query_interval=0.25, release_interval=2.5)

@@ -301,7 +301,8 @@ def test_ratings_file_runs_report_agreement_with_the_non_private_clustering(tmp_
     assert metric == "agreement with the non-private clustering" and clustering_accuracy(labels, planted) == 1.0
 
     data = small_world(quickstart_data, 4_000)
-    data["population"] = {"kind": "ratings_file", "path": "ratings.csv", "like_threshold": 4, "n_item_clusters": 2}
+    data["population"] = {"kind": "ratings_file", "path": "ratings.csv", "like_threshold": 4, "n_item_clusters": 2,
+                          "bootstrap": True}  # thousands of arrivals from 300 real users: resampled, as asked
     out = run_cli(tmp_path, data, "ratings")
     utility = json.loads((out / "report.json").read_text())["utility"]
     assert utility["metric"] == metric and utility["reference"] == note

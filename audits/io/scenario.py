@@ -68,7 +68,7 @@ def _builds(cls: type):
 def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
     params = {k: getattr(model, k) for k in type(model).model_fields if k != "kind"}
     base = (context or {}).get("base_dir")
-    if "path" in params and base is not None:
+    if params.get("path") is not None and base is not None:
         params["path"] = Path(base) / params["path"]
     return params
 
@@ -319,6 +319,9 @@ class Scenario(BaseModel):
             churn = build_schedule(self, mechanism, population)
         except ParameterError as exc:
             raise ParameterError(exc.field, str(exc)) from None
+        if population is None and self.population.kind.startswith("ratings_file"):
+            population = build(self.population, POPULATIONS, (info.context or {}).get("base_dir"))
+        _check_users_available(population, mechanism, churn)
         claim = mechanism.claim_for(churn.queries_per_user)
         try:
             build_estimator(self.audit).check_claim(claim)
@@ -464,17 +467,34 @@ def build_schedule(scenario: "Scenario", mechanism, population):
         return build_churn(scenario.churn)
     cfg = scenario.panel
     size = population.size() if hasattr(population, "size") else None
-    n_users = cfg.n_users or size
+    public = mechanism.public_panel()
+    n_users = cfg.n_users or (None if size is None else size - public)
     if n_users is None:
         raise ParameterError("panel.n_users", f"population {scenario.population.kind!r} has no fixed size: "
                                               "give panel.n_users")
-    if size is not None and n_users > size:
-        raise ParameterError("panel.n_users", f"{n_users} users asked for, the population has {size}")
-    iterations = getattr(mechanism, "iterations", None)
+    if size is not None and n_users + public > size:
+        raise ParameterError("panel.n_users", f"{n_users} users asked for" + (f" besides {public} public ones"
+                                              if public else "") + f", the population has {size}")
+    iterations = getattr(mechanism, "rounds", None) or getattr(mechanism, "iterations", None)
     rounds = cfg.rounds or iterations or 1
     if iterations is not None and rounds != iterations:
         raise ParameterError("panel.rounds", f"the mechanism runs {iterations} iterations; panel.rounds is {rounds}")
     return Panel(n_users, rounds, cfg.batch_size)
+
+
+def _check_users_available(population, mechanism, churn) -> None:
+    """Refuse, before any work, a run that needs more distinct users than a finite population holds
+    (a churn run: its arrivals' mean plus 5 standard deviations, and the mechanism's public users)."""
+    size = population.size() if population is not None and hasattr(population, "size") else None
+    if size is None or isinstance(churn, Panel):
+        return  # a panel is checked by build_schedule
+    mean = churn.arrival_rate * churn.horizon
+    need = math.ceil(mean + 5 * math.sqrt(mean)) + mechanism.public_panel()
+    if need > size:
+        raise ParameterError("population", f"the run needs up to {need:,} distinct users ({mean:,.0f} arrivals "
+                                           f"expected over the horizon, {mechanism.public_panel()} public), the "
+                                           f"ratings file holds {size:,}: lower churn.arrival_rate or horizon, or "
+                                           "set population.bootstrap: true to resample users")
 
 
 def build_estimator(audit: AuditConfig) -> Estimator:

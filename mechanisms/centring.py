@@ -1,0 +1,87 @@
+"""Centring star ratings before matrix completion: global mean, item averages and user offsets, as
+McSherry–Mironov do (ALGORITHMS.md C), for the Gram protocols (Frank–Wolfe, PGD, Oja).
+
+``MAvg_i = G + (S_i + β_m·0)/(N_i + β_m)`` shrinks each item's mean deviation towards the global
+mean ``G`` with ``β_m`` fictitious ratings; a user's offset ``r̄_u = Σ_i (r_ui − MAvg_i)/(c_u + β_p)``
+is computed on the user's device and never sent. The protocols complete ``r − MAvg − r̄_u`` and
+each user predicts ``MAvg + r̄_u + (completed row)``, clamped to the star scale.
+
+Where the item statistics come from (``centre``):
+
+* ``user``: no item statistics (``MAvg`` = the scale's midpoint): only the free local offset;
+* ``public``: exact sums over a public panel of users whose rows the server sees in the clear;
+* ``private``: two leading rounds in which every user sends ``w_u e_u`` (its rated pattern) and
+  ``w_u (r_u − mid)/h`` (``h`` the scale's half-width), ``w_u = min(1, C/sqrt(c_u))`` so each
+  message has L2 norm ≤ C; the server publishes both sums with Gaussian noise. Replacing one
+  user moves each by at most ``2C``: two Gaussian releases the accountant composes with the
+  protocol's own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+#: the leading rounds of private centring: the rated pattern's sums, then the ratings' sums
+COUNTS, SUMS = 0, 1
+
+
+@dataclass(frozen=True)
+class GlobalEffects:
+    """What the server publishes for centring: the global mean and each item's average."""
+
+    G: float
+    MAvg: np.ndarray
+
+
+def weights(counts: np.ndarray, bound: float) -> np.ndarray:
+    """``w_u = min(1, C/sqrt(c_u))``: a user's centring message has L2 norm at most ``C``."""
+    return np.minimum(1.0, bound / np.sqrt(np.maximum(counts, 1)))
+
+
+def message(ratings: sparse.csr_array, phase: int, scale: tuple[float, float], bound: float) -> sparse.csr_array:
+    """A user's centring message in round ``phase``: ``w_u e_u`` (COUNTS) or ``w_u (r_u − mid)/h`` (SUMS)."""
+    lo, hi = scale
+    counts = np.diff(ratings.indptr)
+    w = np.repeat(weights(counts, bound), counts)
+    values = np.ones(ratings.nnz) if phase == COUNTS else (np.clip(ratings.data, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+    return sparse.csr_array((w * values, ratings.indices, ratings.indptr), shape=ratings.shape)
+
+
+def effects(counts: np.ndarray, sums: np.ndarray, scale: tuple[float, float], beta_m: float) -> GlobalEffects:
+    """``G`` and ``MAvg`` from (noisy) weighted counts and scaled sums of deviations from the midpoint."""
+    lo, hi = scale
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    total = counts.sum()
+    G = float(np.clip(mid + half * sums.sum() / total, lo, hi)) if total >= 1 else mid
+    mavg = G + (half * sums - (G - mid) * counts) / (np.maximum(counts, 0.0) + beta_m)
+    return GlobalEffects(G, np.clip(mavg, lo, hi))
+
+
+def exact(ratings: sparse.csr_array, scale: tuple[float, float], beta_m: float) -> GlobalEffects:
+    """The effects of ``ratings`` without noise or weights (a public panel's)."""
+    lo, hi = scale
+    counts = np.bincount(ratings.indices, minlength=ratings.shape[1]).astype(float)
+    sums = np.bincount(ratings.indices, (np.clip(ratings.data, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2),
+                       minlength=ratings.shape[1])
+    return effects(counts, sums, scale, beta_m)
+
+
+def midpoint(n_items: int, scale: tuple[float, float]) -> GlobalEffects:
+    """No item statistics: every item's average is the scale's midpoint."""
+    mid = (scale[0] + scale[1]) / 2
+    return GlobalEffects(mid, np.full(n_items, mid))
+
+
+def offsets(ratings: sparse.csr_array, mavg: np.ndarray, beta_p: float) -> np.ndarray:
+    """``r̄_u``: each user's mean deviation from ``MAvg``, shrunk by ``β_p`` fictitious zeros (local)."""
+    counts = np.diff(ratings.indptr)
+    rows = np.repeat(np.arange(ratings.shape[0]), counts)
+    return np.bincount(rows, ratings.data - mavg[ratings.indices], minlength=ratings.shape[0]) / (counts + beta_p)
+
+
+def centred(ratings: sparse.csr_array, mavg: np.ndarray, offset: np.ndarray) -> sparse.csr_array:
+    """``r − MAvg − r̄_u`` on the same entries (a centred 0 stays an entry)."""
+    values = ratings.data - mavg[ratings.indices] - np.repeat(offset, np.diff(ratings.indptr))
+    return sparse.csr_array((values, ratings.indices, ratings.indptr), shape=ratings.shape)
