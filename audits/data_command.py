@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
                           description="Public ratings data sets: `list` names them, `fetch NAME` downloads one "
                                       "into the user cache (or --dir) and checks its pinned SHA-256, `info FILE` "
                                       "describes any ratings file. Only `fetch` uses the network.")
-    what = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    what = data.add_subparsers(dest="data_command", required=True, metavar="ACTION", help="list, fetch or info")
     what.add_parser("list", help="the data sets `fetch` knows, and whether each is in the cache")
     fetch = what.add_parser("fetch", help="download a data set (first source that works), verify it, cache it")
     fetch.add_argument("name", help="a data set name (see `recaudit data list`)")
