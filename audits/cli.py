@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -19,7 +20,6 @@ from . import data_command
 from .executors import MAX_WORKERS
 from .io.store import hold_folder
 from .io.yamlio import ScenarioError, one_line
-from .utility import utility_summary
 
 #: 1 is only ever a verdict; a crash is 3, so it never reads as one
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -85,8 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports",
                          description="Simulate the scenario's world, audit the mechanism's claim and write "
-                                     "report.json, report.md, report.html, trials.csv and accuracy.png.")
+                                     "report.json, report.md, report.html and accuracy.png; every attack score "
+                                     "is kept in the folder's score store (progress/).")
     _add_run_options(run, "trial blocks")
+    run.add_argument("--csv", action="store_true",
+                     help="also write trials.csv, every trial's score as text (large; `recaudit export` "
+                          "writes it later)")
     run.add_argument("--fail-on-violation", action="store_true", help="exit 1 when the verdict is 'violated'")
     sw = sub.add_parser("sweep", help="measure users needed for accurate clustering over the scenario's sweep grid",
                         description="Run the scenario's sweep: block and write sweep.json, sweep.md, sweep.html, "
@@ -101,10 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(grid, "points (and their trial blocks)")
     rep = sub.add_parser("report", help="rebuild every report of run folders without rerunning",
                          description="Rebuild the reports of run folders from what they hold: report.json and "
-                                     "trials.csv (tests re-estimated from the saved scores) and/or sweep.json.")
+                                     "the score store (tests re-estimated from the saved scores) and/or "
+                                     "sweep.json.")
     rep.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
                      help="a folder written by `recaudit run` or `recaudit sweep`")
     rep.add_argument("--quiet", action="store_true", help="no log messages on stderr")
+    exp = sub.add_parser("export", help="write trials.csv (every trial's score) of run folders",
+                         description="Write RUN_DIR/trials.csv from the folder's score store: one row per trial "
+                                     "(test, trial, world, part, score).")
+    exp.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `recaudit run`")
+    exp.add_argument("--quiet", action="store_true", help="no log messages on stderr")
     cmp = sub.add_parser("compare", help="tabulate and plot runs side by side",
                          description="Tabulate and plot audit runs side by side: compare.json, compare.md and "
                                      "compare.html (ε_LB against the claimed ε, the privacy–utility frontier).")
@@ -187,6 +197,8 @@ def _one_line(text: str) -> str:
 
 
 def _summary_line(report: dict) -> str:
+    from .utility import utility_summary
+
     a, util = report["audit"], report["utility"]
     ceiling = "unbounded" if a["ceiling"] is None else f"{a['ceiling']:.3f}"
     eps = report["claim"]["epsilon"]
@@ -222,13 +234,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with hold_folder(out):  # checked (and held) before any simulation
         try:
             result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
-                                  workers=args.workers, report=ConsoleReporter(args.quiet))
+                                  workers=args.workers, report=ConsoleReporter(args.quiet), started=args.started)
         except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
             print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
             return EXIT_BAD_INPUT
-        report = write_reports(result, out)
+        report = write_reports(result, out, csv=args.csv)
     print(_summary_line(report))
-    print(f"reports in {out}/ (report.html, report.md, report.json, trials.csv)")
+    print(f"reports in {out}/ (report.html, report.md, report.json{', trials.csv' if args.csv else ''})")
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
 
 
@@ -289,7 +301,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             if (run_dir / "report.json").exists():
                 found = True
                 report = write_reports(result_from_run_dir(run_dir), run_dir)
-                log.info("rebuilt %s/report.{json,md,html}, trials.csv, accuracy.png", run_dir)
+                log.info("rebuilt %s/report.{json,md,html}, accuracy.png", run_dir)
                 print(_summary_line(report))
             if (run_dir / "sweep.json").exists():
                 found = True
@@ -302,6 +314,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if not found:
             print(f"{run_dir}: no report.json or sweep.json (not a run folder)", file=sys.stderr)
             failed = True
+    return EXIT_BAD_INPUT if failed else EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .io.report import write_trials_csv
+    from .runner import RunFolderError, result_from_run_dir
+
+    failed = False
+    for run_dir in args.run_dirs:
+        try:
+            write_trials_csv(result_from_run_dir(run_dir).tests, run_dir / "trials.csv")
+        except (RunFolderError, ValueError, KeyError) as exc:
+            print(one_line(f"{run_dir}: cannot export its scores: {exc}"), file=sys.stderr)
+            failed = True
+            continue
+        log.info("wrote %s/trials.csv", run_dir)
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
@@ -320,10 +348,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 done, 1 violated (with --fail-on-violation), 2 bad input, 3 internal error."""
+    started = time.time()  # a command's timing counts from here (the heavy imports come later)
     args = _parser().parse_args(argv)
+    args.started = started
     _setup_logging(getattr(args, "quiet", False))
     commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
                 "sweep": lambda: _cmd_sweep(args), "grid": lambda: _cmd_grid(args), "report": lambda: _cmd_report(args),
+                "export": lambda: _cmd_export(args),
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
                 "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info)}
     try:

@@ -28,6 +28,7 @@ from simulator.seeds import child_seed, stream
 from simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
+from .designs.base import saved_scores
 from .executors import open_executor
 from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
@@ -78,6 +79,7 @@ class AuditResult:
     world: dict
     timing: dict = field(default_factory=dict)
     packages: dict | None = None  # the versions that ran it, when rebuilt from a run folder (None: these)
+    started: float | None = None  # when the command that ran it started (epoch seconds); None when rebuilt
 
     @property
     def strongest(self) -> TestOutcome:
@@ -87,22 +89,24 @@ class AuditResult:
 
 def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool = False,
                  executor_kind: str | None = None, workers: int | None = None,
-                 report: Callable[[str], None] = lambda _: None) -> AuditResult:
+                 report: Callable[[str], None] = lambda _: None, started: float | None = None) -> AuditResult:
     """Simulate the world, audit the mechanism's claim, measure utility.
 
     ``out_dir`` (held exclusively for the run) receives each trial block as it
     finishes; the executor is reached before any simulation, so a bad address
-    or folder fails at once.
+    or folder fails at once. ``started``: when the command began (its timing
+    counts from there; default now).
     """
     ex = scenario.executor
+    started = time.time() if started is None else started
     with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
                                              ex.address) as executor:
-        return _run(scenario, out_dir, resume, executor_kind or ex.kind, executor, report)
+        return _run(scenario, out_dir, resume, executor_kind or ex.kind, executor, report, started)
 
 
 def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
-         report: Callable[[str], None]) -> AuditResult:
-    started = time.time()
+         report: Callable[[str], None], started: float) -> AuditResult:
+    begun = time.time()
     base_dir = getattr(scenario, "_base_dir", None)
     root = np.random.SeedSequence(scenario.seed)
     population = build(scenario.population, POPULATIONS, base_dir)
@@ -129,15 +133,17 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     utility = measure_utility(mechanism, population, catalogue, transcript)
-    world_seconds = time.time() - started
+    world_seconds = time.time() - begun
 
     progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume,
                         warn=report)
+    if out_dir and not resume:  # the folder's old report no longer matches its score store
+        (out_dir / "report.json").unlink(missing_ok=True)
     report(f"design {design.name}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
            f" ({executor_kind})")
     output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,
                            progress, report)
-    audit_seconds = time.time() - started - world_seconds
+    audit_seconds = time.time() - begun - world_seconds
 
     tests = judge([(pair, run["scores"][a], run.get("worlds"), attack_cfg.kind)
                    for pair, run in zip(output.pairs, output.runs) for a, attack_cfg in enumerate(attack_configs)],
@@ -152,7 +158,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
-    return AuditResult(scenario, claim, design.name, tests, verdict, utility, world, timing)
+    return AuditResult(scenario, claim, design.name, tests, verdict, utility, world, timing, started=started)
 
 
 def judge(runs: list[tuple], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:
@@ -207,25 +213,24 @@ class RunFolderError(BadInput, ValueError):
 
 
 def result_from_run_dir(run_dir: Path) -> AuditResult:
-    """The :class:`AuditResult` a run folder records, its tests re-estimated from ``trials.csv``.
+    """The :class:`AuditResult` a run folder records, its tests re-estimated from the saved scores.
 
     ``report.json`` gives the scenario, claim, world, utility, timing and
-    package versions of the run; ``trials.csv`` every attack score. Bounds,
+    package versions of the run; the score store (``progress/``: the trial
+    blocks, or the canaries, checksummed) every attack score. A folder written
+    before the store kept only ``trials.csv``: it is read instead. Bounds,
     p-values and verdicts are recomputed from the scores, so the rebuilt
     reports equal the originals (apart from ``timing``) exactly when the
     scores and the estimators are unchanged.
     """
-    import pandas as pd
-
     from .io.report import SCHEMA_VERSION
     from .io.scenario import AuditConfig
 
     run_dir = Path(run_dir)
     try:
         old = json.loads((run_dir / "report.json").read_text())
-        trials = pd.read_csv(run_dir / "trials.csv")
-    except FileNotFoundError as exc:
-        raise RunFolderError(f"{run_dir}: not a run folder ({Path(exc.filename).name} is missing)") from None
+    except FileNotFoundError:
+        raise RunFolderError(f"{run_dir}: not a run folder (report.json is missing)") from None
     version = old.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RunFolderError(f"{run_dir}/report.json: schema_version {version!r}; this recaudit reads "
@@ -238,26 +243,49 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
         claim_data["epsilon"] = float("inf")
     claim = PrivacyClaim(**claim_data)
     estimator = build_estimator(audit)
-    runs, pairs, row = [], {}, 0
     canaries = estimator.input == "canaries"
-    for t in old["tests"]:
-        n = audit.trials if canaries else 2 * audit.trials
-        part = trials.iloc[row:row + n]
-        row += n
-        if len(part) != n or (part["test"] != t["name"]).any():
-            raise RunFolderError(f"{run_dir}/trials.csv: rows {row - n}..{row - 1} are not test {t['name']!r}")
-        if canaries:
-            scores, worlds = part["score"].to_numpy(), part["world"].to_numpy()
-        else:
-            scores, worlds = np.stack([part.loc[part["world"] == w, "score"].to_numpy() for w in (0, 1)]), None
-        pair = pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches")))
-        runs.append((pair, scores, worlds, t["attack"]))
+    store = Progress.saved(run_dir / "progress")
+    saved = saved_scores(store, "canaries" if canaries else "pairs", 1 if canaries else audit.targets,
+                         audit.trials, audit.block_size)
+    if saved is not None:
+        per_target = len(old["tests"]) // len(saved)
+        scores = [(run["scores"][i % per_target], run.get("worlds")) for run in saved for i in range(per_target)]
+    elif (run_dir / "trials.csv").exists():
+        scores = _scores_from_csv(run_dir, old["tests"], audit.trials, canaries)
+    else:
+        raise RunFolderError(f"{run_dir}: no saved scores (progress/ is missing or incomplete); "
+                             "rerun the scenario into it with --resume")
+    if len(scores) != len(old["tests"]):
+        raise RunFolderError(f"{run_dir}: the saved scores hold {len(scores)} tests, report.json "
+                             f"{len(old['tests'])}")
+    pairs: dict = {}
+    runs = [(pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches"))), s, worlds,
+             t["attack"]) for t, (s, worlds) in zip(old["tests"], scores)]
     tests = judge(runs, estimator, claim, audit.alpha)
     verdict = overall_verdict(tests, claim)
     timing = dict(old.get("timing", {}))
     timing["report_rebuilt_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return AuditResult(scenario, claim, old["audit"]["design"], tests, verdict, old["utility"], old["world"],
                        timing, packages=old["packages"])
+
+
+def _scores_from_csv(run_dir: Path, tests: list[dict], trials: int, canaries: bool) -> list[tuple]:
+    """Every test's (scores, worlds) from the ``trials.csv`` of a folder written before the score store."""
+    import pandas as pd
+
+    table = pd.read_csv(run_dir / "trials.csv")
+    scores, row = [], 0
+    for t in tests:
+        n = trials if canaries else 2 * trials
+        part = table.iloc[row:row + n]
+        row += n
+        if len(part) != n or (part["test"] != t["name"]).any():
+            raise RunFolderError(f"{run_dir}/trials.csv: rows {row - n}..{row - 1} are not test {t['name']!r}")
+        if canaries:
+            scores.append((part["score"].to_numpy(), part["world"].to_numpy()))
+        else:
+            scores.append((np.stack([part.loc[part["world"] == w, "score"].to_numpy() for w in (0, 1)]), None))
+    return scores
 
 
 @dataclass

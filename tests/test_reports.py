@@ -90,24 +90,37 @@ def test_html_report_is_self_contained_with_every_figure_a_valid_png(tmp_path, q
 
 
 def test_report_rebuilds_identically_from_the_run_folder(tmp_path, quickstart_data, capsys):
-    out = run_cli(tmp_path, small_world(quickstart_data, 4_000), "run")
+    out = run_cli(tmp_path, small_world(quickstart_data, 4_000), "run", "--csv")
     saved = {name: (out / name).read_bytes() for name in ("report.json", "report.md", "report.html", "trials.csv")}
     printed = capsys.readouterr().out.splitlines()[0]
     (out / "report.html").unlink()
+    (out / "trials.csv").unlink()
     assert main(["report", str(out), "--quiet"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == printed
     rebuilt = (out / "report.json").read_text()
     assert without_timing(rebuilt) == without_timing(saved["report.json"].decode())
     assert json.loads(rebuilt)["timing"]["report_rebuilt_at"]
-    for name in ("report.md", "report.html", "trials.csv"):
+    for name in ("report.md", "report.html"):
         assert (out / name).read_bytes() == saved[name], name
+    assert not (out / "trials.csv").exists()
+    assert main(["export", str(out), "--quiet"]) == 0  # the CSV on request equals run --csv's
+    assert (out / "trials.csv").read_bytes() == saved["trials.csv"]
+
+
+def _tamper(out: Path, name: str, change) -> None:
+    """Rewrite one saved unit of ``out``'s score store with ``change`` applied to its scores (a valid checksum)."""
+    from audits.io.store import Progress
+
+    store = Progress.saved(out / "progress")
+    unit = store.load_arrays(name)
+    store.save_arrays(name, unit | {"scores": change(unit["scores"])})
 
 
 @pytest.mark.parametrize("case", ["holm-family", "one-run"])
-def test_rebuild_re_estimates_every_test_from_trials_csv(tmp_path, quickstart_data, case):
+def test_rebuild_re_estimates_every_test_from_the_score_store(tmp_path, quickstart_data, case, capsys):
     data = small_world(quickstart_data, 4_000)
     data["mechanism"] = {"kind": "maxsense_broken", "epsilon": 1.0, "leak_factor": 2.0}
-    if case == "holm-family":  # two tests of one name per target: rows are split by order, not by name
+    if case == "holm-family":  # two tests of one name per target: scores are matched by order, not by name
         data["attack"] = [{"kind": "likelihood_ratio"}, {"kind": "likelihood_ratio"}]
         data["audit"]["targets"] = 2
     else:
@@ -116,13 +129,28 @@ def test_rebuild_re_estimates_every_test_from_trials_csv(tmp_path, quickstart_da
     original = (out / "report.json").read_text()
     assert main(["report", str(out), "--quiet"]) == 0
     assert without_timing((out / "report.json").read_text()) == without_timing(original)
-    # the tests really are recomputed: tampered scores change the rebuilt bounds
-    trials = (out / "trials.csv").read_text().splitlines()
-    header, rows = trials[0], trials[1:]
-    flipped = [",".join(r.split(",")[:-1] + ["0.0"]) for r in rows]
-    (out / "trials.csv").write_text("\n".join([header, *flipped]) + "\n")
+    # the tests really are recomputed: changed scores change the rebuilt bounds
+    _tamper(out, "canaries" if case == "one-run" else "block-001-000000", np.zeros_like)
     assert main(["report", str(out), "--quiet"]) == 0
     assert json.loads((out / "report.json").read_text())["tests"] != json.loads(original)["tests"]
+    # a damaged unit is refused in one line, never read
+    unit = next((out / "progress").glob("*.npz"))
+    unit.write_bytes(unit.read_bytes()[:-40])
+    capsys.readouterr()
+    assert main(["report", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().endswith("no saved scores (progress/ is missing or incomplete); "
+                                                    "rerun the scenario into it with --resume")
+
+
+def test_csv_era_folders_rebuild_from_trials_csv(tmp_path, quickstart_data):
+    """A folder written before the score store holds report.json and trials.csv only: rebuilt from the CSV."""
+    data = small_world(quickstart_data, 4_000)
+    data["audit"]["method"] = "one-run"
+    out = run_cli(tmp_path, data, "old", "--csv")
+    original = (out / "report.json").read_text()
+    shutil.rmtree(out / "progress")
+    assert main(["report", str(out), "--quiet"]) == 0
+    assert without_timing((out / "report.json").read_text()) == without_timing(original)
 
 
 def test_report_refuses_folders_that_are_not_runs(tmp_path, capsys):

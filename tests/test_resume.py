@@ -67,9 +67,12 @@ def finish(argv: list[str], timeout: float = 300) -> int:
 
 
 def outputs(out: Path) -> tuple[dict, bytes]:
+    """The report (without timing) and every score the folder's score store holds."""
+    from audits.runner import result_from_run_dir
+
     report = json.loads((out / "report.json").read_text())
     report.pop("timing")
-    return report, (out / "trials.csv").read_bytes()
+    return report, b"".join(t.scores.tobytes() for t in result_from_run_dir(out).tests)
 
 
 def saved_blocks(out: Path) -> int:

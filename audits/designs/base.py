@@ -117,10 +117,42 @@ def block_sizes(trials: int, block_size: int) -> list[int]:
     return [min(block_size, trials - start) for start in range(0, trials, block_size)]
 
 
+def block_name(target: int, index: int) -> str:
+    """The saved unit of one block of one target's trials (``Progress`` in the run folder's progress/)."""
+    return f"block-{target:03d}-{index:06d}"
+
+
+#: the saved unit of a one-run design's canary scores
+CANARIES = "canaries"
+
+
+def _merged(blocks: list[dict]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]}
+
+
+def saved_scores(progress, produces: str, targets: int, trials: int, block_size: int) -> list[dict] | None:
+    """Every target's scores as a finished run saved them in ``progress`` (the score store), or None.
+
+    None when a unit is missing, damaged or foreign (``progress`` warns for the last two).
+    """
+    if produces == "canaries":
+        saved = progress.load_arrays(CANARIES)
+        return None if saved is None or saved["scores"].shape[-1] != trials else [saved]
+    sizes = block_sizes(trials, block_size)
+    merged = []
+    for target in range(targets):
+        blocks = [progress.load_arrays(block_name(target, index)) for index in range(len(sizes))]
+        if any(b is None or b["scores"].shape[-1] != size for b, size in zip(blocks, sizes)):
+            return None
+        merged.append(_merged(blocks))
+    return merged
+
+
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
                executor: Executor, progress, report: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
     """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes.
 
+    The saved blocks are the run's score store (``recaudit report`` reads them back, :func:`saved_scores`).
     A ``report`` with a ``progress(label, done, total)`` method is told of every finished block.
     """
     sizes = block_sizes(trials, block_size)
@@ -128,7 +160,7 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     todo = []
     for target, pair in enumerate(pairs):
         for index, size in enumerate(sizes):
-            saved = progress.load_arrays(f"block-{target:03d}-{index:06d}")
+            saved = progress.load_arrays(block_name(target, index))
             if saved is not None and saved["scores"].shape[-1] == size:
                 results[target, index] = saved
             else:
@@ -137,17 +169,13 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
         report(f"resumed {len(results)} of {len(sizes) * len(pairs)} trial blocks")
     for n, ((target, index), result) in enumerate(as_finished(executor, todo), 1):
         results[target, index] = result
-        progress.save_arrays(f"block-{target:03d}-{index:06d}", result)
+        progress.save_arrays(block_name(target, index), result)
         tick = getattr(report, "progress", None)
         if tick is not None:
             tick("trial blocks", n, len(todo))
         else:
             report(f"trial block {n}/{len(todo)} done")
-    merged = []
-    for target in range(len(pairs)):
-        blocks = [results[target, b] for b in range(len(sizes))]
-        merged.append({k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]})
-    return merged
+    return [_merged([results[target, b] for b in range(len(sizes))]) for target in range(len(pairs))]
 
 
 def fit_attacks(job: AuditJob, pair: TargetPair, sample: Callable[[int, np.random.SeedSequence], View]) -> tuple:

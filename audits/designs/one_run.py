@@ -19,7 +19,7 @@ from simulator.engine import Inserted, spread_ticks
 from simulator.seeds import stream
 from simulator.transcript import View, canary_view
 
-from .base import Design, DesignError, DesignOutput, view_of
+from .base import CANARIES, Design, DesignError, DesignOutput, view_of
 
 
 @dataclass(frozen=True)
@@ -48,5 +48,7 @@ class OneRunCanaries(Design):
             view: View = view_of(world, job.view, world.inserted, job.answers)
         else:
             view = canary_view(world, job.view, world.inserted)
-        scores = np.stack([a.scores(job.mechanism, pair, view) for a in job.attacks])
-        return DesignOutput([pair], [{"scores": scores, "worlds": worlds}])
+        run = {"scores": np.stack([a.scores(job.mechanism, pair, view) for a in job.attacks]), "worlds": worlds}
+        if progress is not None:  # the run's score store (``recaudit report`` reads it back)
+            progress.save_arrays(CANARIES, run)
+        return DesignOutput([pair], [run])

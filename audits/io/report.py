@@ -1,4 +1,4 @@
-"""Audit reports: report.json (machines), report.md and report.html (people), trials.csv, accuracy.png.
+"""Audit reports: report.json (machines), report.md and report.html (people), accuracy.png; trials.csv on request.
 
 ``report.json`` follows the JSON Schema in ``report.schema.json`` (version
 ``SCHEMA_VERSION``); it is strict JSON: a number that is infinite or
@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import math
 import re
+import resource
+import time
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -224,32 +226,61 @@ def population_text(population: dict) -> str:
     return str(population["kind"])
 
 
-def write_reports(result, out_dir: Path) -> dict:
-    """Write every report file into ``out_dir`` and return the JSON report."""
-    import pandas as pd
+def write_reports(result, out_dir: Path, csv: bool = False) -> dict:
+    """Write every report file into ``out_dir`` (and ``trials.csv`` with ``csv``); return the JSON report.
 
+    ``report.json`` is written last; a fresh run's ``timing`` counts the writing
+    (``writing_seconds``) in its ``total_seconds`` and gives the command's CPU time.
+    """
+    started = time.time()
     out_dir.mkdir(parents=True, exist_ok=True)
     report = report_dict(result)
-    write_json(out_dir / "report.json", report, allow_nan=False)
     write_text(out_dir / "report.md", report_markdown(report))
     write_text(out_dir / "report.html", report_html(report, result.tests))
-    frames = []
-    for test in result.tests:
-        if test.worlds is not None:  # one-run canaries
-            n = test.scores.size
-            frames.append(pd.DataFrame({"test": test.name, "trial": np.arange(n), "world": test.worlds,
-                                        "part": "canary", "score": test.scores}))
-            continue
-        n_sel = [test.scores.shape[1] - test.bound.n_neg, test.scores.shape[1] - test.bound.n_pos]
-        for world in (0, 1):
-            idx = np.arange(test.scores.shape[1])
-            part = np.where(idx < n_sel[world], "selection", "evaluation") if test.bound.strategy == "split" \
-                else np.full(idx.size, "evaluation")
-            frames.append(pd.DataFrame({"test": test.name, "trial": idx, "world": world, "part": part,
-                                        "score": test.scores[world]}))
-    write_bytes(out_dir / "trials.csv", pd.concat(frames, ignore_index=True).to_csv(index=False).encode())
+    if csv:
+        write_trials_csv(result.tests, out_dir / "trials.csv")
     _plot_accuracy(report, out_dir / "accuracy.png")
+    if getattr(result, "started", None) is not None:  # a fresh run (not a rebuilt report)
+        now = time.time()
+        report["timing"].update(writing_seconds=round(now - started, 3), total_seconds=round(now - result.started, 3),
+                                cpu_seconds=round(cpu_seconds(), 3))
+    write_json(out_dir / "report.json", report, allow_nan=False)
     return report
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished child processes (e.g. a process pool's workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def write_trials_csv(tests, path: Path) -> None:
+    """Every trial's score as CSV (``test,trial,world,part,score``), on request (``--csv``, ``recaudit export``)."""
+    import pandas as pd
+
+    names = list(dict.fromkeys(t.name for t in tests))
+    parts = ["selection", "evaluation", "canary"]
+    columns: dict[str, list] = {"test": [], "trial": [], "world": [], "part": [], "score": []}
+
+    def add(test, world, part, score):
+        n = score.size
+        for key, value in (("test", np.full(n, names.index(test.name))), ("trial", np.arange(n)),
+                           ("world", world), ("part", part), ("score", score)):
+            columns[key].append(value)
+
+    for test in tests:
+        if test.worlds is not None:  # one-run canaries
+            add(test, test.worlds, np.full(test.scores.size, 2), test.scores)
+            continue
+        n = test.scores.shape[1]
+        n_sel = [n - test.bound.n_neg, n - test.bound.n_pos] if test.bound.strategy == "split" else [0, 0]
+        for world in (0, 1):
+            add(test, np.full(n, world), (np.arange(n) >= n_sel[world]).astype(np.int64), test.scores[world])
+    merged = {key: np.concatenate(value) for key, value in columns.items()}
+    table = pd.DataFrame({"test": pd.Categorical.from_codes(merged["test"], names), "trial": merged["trial"],
+                          "world": merged["world"], "part": pd.Categorical.from_codes(merged["part"], parts),
+                          "score": merged["score"]})
+    write_bytes(path, table.to_csv(index=False).encode())
 
 
 def _plot_accuracy(report: dict, path: Path) -> None:

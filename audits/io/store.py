@@ -190,6 +190,20 @@ class Progress:
                 old.unlink()
             write_json(stamp, key)
 
+    @classmethod
+    def saved(cls, directory: Path, warn: Callable[[str], None] = lambda _: None) -> "Progress":
+        """The units a run left in ``directory``, read only (nothing is written or removed).
+
+        Units are accepted when they carry the folder's stamp; without a readable stamp, none is.
+        """
+        try:
+            key = json.loads((directory / "fingerprint.json").read_text())
+        except (OSError, ValueError):
+            key = None
+        progress = cls(None, key, resume=False, warn=warn)
+        progress.directory = directory
+        return progress
+
     def _read_stamp(self, stamp: Path) -> Any:
         try:
             return json.loads(stamp.read_text())
