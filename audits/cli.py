@@ -1,4 +1,4 @@
-"""The ``recaudit`` command line: run, sweep, grid, report, compare, validate, list, plan, data.
+"""The ``recaudit`` command line: run, sweep, grid, report, export, compare, validate, list, plan, data.
 
 Results go to stdout; what is happening goes to stderr through ``logging``
 (logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent

@@ -376,7 +376,8 @@ def test_trial_blocks_report_progress_one_by_one(write_scenario, quickstart_data
 def test_every_cli_argument_has_help():
     parser = _parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subparsers.choices) == {"run", "sweep", "grid", "report", "compare", "validate", "list", "plan", "data"}
+    assert set(subparsers.choices) == {"run", "sweep", "grid", "report", "export", "compare", "validate", "list", "plan",
+                                       "data"}
     for name, sub in subparsers.choices.items():
         assert sub.description, name
         for action in sub._actions:
