@@ -112,6 +112,8 @@ def waterfill(weights: np.ndarray, mean: float, cap: float = 1.0) -> np.ndarray:
 @dataclass
 class AdaptiveMaxSense(LocalMechanism, kind="adaptive_maxsense"):
     """MaxSense with an adaptive server: after a warm-up, uncertain items are sensed more often."""
+    test_scenario = {**LocalMechanism.test_scenario,
+                     "mechanism": {"epsilon": 1.0, "warmup_users": 10, "update_every": 10}}
 
     epsilon: Annotated[float, Gt(0)]
     theta: Annotated[float, Gt(0)] = 1.0

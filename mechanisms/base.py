@@ -165,10 +165,28 @@ class Mechanism(ABC):
     #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,
     #: and audits draw it per run from each world's row (``query_log_likelihood`` scores it)
     queries_read_rated: bool = False
+    #: a negative control (a broken twin): its claim is knowingly false, so its audit must say "violated"
+    negative_control: ClassVar[bool] = False
+    #: a small scenario for the conformance suite (``mechanisms.checks``, ``audits.checks``): the world, the
+    #: schedule, the attack and the audit; ``mechanism`` holds the test parameters (the kind is added)
+    test_scenario: ClassVar[dict[str, Any]] = {
+        "population": {"kind": "sbm", "n_items": 20, "ratings_per_user": 5, "user_cluster_weights": [0.5, 0.5],
+                       "item_cluster_weights": [0.5, 0.5], "like_probability": [[0.9, 0.3], [0.6, 0.1]]},
+        "churn": {"arrival_rate": 40, "mean_lifetime": 1.0, "horizon": 1.0, "query_interval": 0.25,
+                  "release_interval": 1.0},
+        "mechanism": {"epsilon": 1.0},
+        "attack": {"kind": "likelihood_ratio"},
+        "audit": {"trials": 20_000, "block_size": 20_000, "alpha": 0.05},
+    }
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         MECHANISMS.add(cls, kind)
+
+    @classmethod
+    def test_params(cls) -> dict[str, Any]:
+        """The parameters of the conformance suite's instance (``test_scenario["mechanism"]``)."""
+        return {k: v for k, v in cls.test_scenario["mechanism"].items() if k != "kind"}
 
     def dump_config(self) -> dict[str, Any]:
         """The mechanism's kind and its parameters (its dataclass fields), as a scenario would give them."""
@@ -360,6 +378,7 @@ class LeakyRandomizer:
     """
 
     leak_factor: Annotated[float, Ge(1)] = 2.0
+    negative_control: ClassVar[bool] = True
 
     @property
     def randomizer_epsilon(self) -> float:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from annotated_types import Ge, Gt, Lt
@@ -80,6 +80,15 @@ class ContinualCovariance(Mechanism):
     (T) is the stream's length: the query ticks of the run (``horizon /
     query_interval``); the server refuses a longer stream.
     """
+    test_scenario: ClassVar[dict] = {
+        "population": {"kind": "rank_one", "n_items": 20, "ratings_per_user": 2},
+        "churn": {"arrival_rate": 20, "mean_lifetime": 2.0, "horizon": 8.0, "query_interval": 1.0,
+                  "release_interval": 1.0},
+        "mechanism": {"epsilon": 3.0, "delta": 1e-5, "ticks": 8},
+        "attack": [{"kind": "differencing"}, {"kind": "differencing_noise_aware"}],
+        "audit": {"design": "full_runs", "insert_tick": 5, "method": "gdp", "trials": 1000, "block_size": 250,
+                  "alpha": 0.05},
+    }
 
     epsilon: Annotated[float, Gt(0)]
     delta: Annotated[float, Gt(0), Lt(1)] = 1e-6
@@ -145,6 +154,12 @@ class ContinualCovariance(Mechanism):
 @dataclass
 class NaiveContinualCovariance(ContinualCovariance, kind="continual_covariance_naive"):
     """Broken server: every release gets fresh noise for (ε, δ) of ONE release; the claim ignores the rest."""
+    negative_control = True
+    #: the shipped scenario's stream (16 ticks, target at tick 9): its audit is violated (tests/test_continual.py)
+    test_scenario = {**ContinualCovariance.test_scenario,
+                     "churn": {**ContinualCovariance.test_scenario["churn"], "horizon": 16.0},
+                     "mechanism": {"epsilon": 3.0, "delta": 1e-5, "ticks": 16},
+                     "audit": {**ContinualCovariance.test_scenario["audit"], "insert_tick": 9}}
 
 
     def _sigma(self) -> float:

@@ -191,6 +191,7 @@ class FrankWolfe(PrivateFrankWolfe, kind="frank_wolfe"):
 @dataclass
 class PrivateFrankWolfeNoNoise(PrivateFrankWolfe, kind="private_frank_wolfe_no_noise"):
     """Broken twin: claims the private mechanism's (ε, δ) but adds no noise (keeps the eigenvalue shift)."""
+    negative_control = True
 
     spend_noise: bool = field(default=False, init=False, repr=False)
 
@@ -198,6 +199,7 @@ class PrivateFrankWolfeNoNoise(PrivateFrankWolfe, kind="private_frank_wolfe_no_n
 @dataclass
 class PrivateFrankWolfeNoProjection(PrivateFrankWolfe, kind="private_frank_wolfe_no_projection"):
     """Broken twin: skips Π_{L,Ω} and the clipping of ratings, so ‖A_i‖ ≤ 2L no longer holds."""
+    negative_control = True
 
     project: bool = field(default=False, init=False, repr=False)
 
@@ -210,6 +212,7 @@ class PrivateFrankWolfeLeakyOutputs(PrivateFrankWolfe, kind="private_frank_wolfe
     private as the correct mechanism's; only the other users' outputs carry
     the un-noised global quantity.
     """
+    negative_control = True
 
     leak_unnoised: bool = field(default=True, init=False, repr=False)
 

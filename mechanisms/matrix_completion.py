@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Lt
@@ -175,6 +175,14 @@ class GramCompletion(Mechanism):
     claim covers ``iterations + 2`` rounds; ``public`` centring takes
     ``public_users`` users whose rows are public (outside the claim).
     """
+    test_scenario: ClassVar[dict] = {
+        "population": {"kind": "rank_one_matrix", "n_users": 12, "n_items": 10, "ratings_per_user": 4,
+                       "test_fraction": 0.0},
+        "panel": {},
+        "mechanism": {"epsilon": 1.0, "delta": 1e-5, "iterations": 4, "row_bound": 0.1},
+        "attack": [{"kind": "subspace_alignment"}, {"kind": "unpublished_direction"}],
+        "audit": {"design": "full_runs", "trials": 1000, "block_size": 250, "alpha": 0.05},
+    }
 
     epsilon: Annotated[float, Gt(0)]
     delta: Annotated[float, Gt(0), Lt(1)] = 1e-6

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
@@ -147,6 +147,14 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
     One round (every present user sends its row) gives one release; a user
     answering ``a`` rounds is in ``a`` releases, and the claim composes them.
     """
+    test_scenario: ClassVar[dict] = {
+        "population": {"kind": "rank_one_matrix", "n_users": 30, "n_items": 40, "ratings_per_user": 20,
+                       "test_fraction": 0.05},
+        "panel": {},
+        "mechanism": {"epsilon": 2.0, "min_rating": -1.0, "max_rating": 1.0, "rank": 2},
+        "attack": [{"kind": "covariance_projection"}],
+        "audit": {"design": "full_runs", "trials": 1000, "block_size": 250, "alpha": 0.05},
+    }
 
     epsilon: Annotated[float, Gt(0)] = 1.0
     noise: Literal["laplace", "gaussian"] = "laplace"
@@ -327,6 +335,11 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 @dataclass
 class McSherryMironovPerUserClaim(McSherryMironov, kind="mcsherry_mironov_per_user_claim"):
     """Broken twin: calibrated per rating (as the paper) but claims the same ε per *user*."""
+    negative_control = True
+    #: the shipped scenario's world: 80 ratings per user, so replacing a user moves 160 items (violated)
+    test_scenario = {**McSherryMironov.test_scenario,
+                     "population": {"kind": "rank_one_matrix", "n_users": 100, "n_items": 160,
+                                    "ratings_per_user": 80, "test_fraction": 0.05}}
 
     claim_unit = "user"
 

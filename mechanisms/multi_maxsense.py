@@ -150,6 +150,8 @@ class MultiMaxSenseBroken(MultiMaxSense, kind="multi_maxsense_broken"):
     equal the correct mechanism, so it requires ``Q >= 2`` (set ``sketches``
     or use epsilon > 1).
     """
+    negative_control = True
+    test_scenario = {**MultiMaxSense.test_scenario, "mechanism": {"epsilon": 2.0}}  # Q = 2 sketches
 
 
     def __post_init__(self) -> None:

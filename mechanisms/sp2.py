@@ -33,7 +33,7 @@ sequential loop because users share nothing on the device.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt
@@ -443,6 +443,18 @@ class SP2(Mechanism, kind="sp2"):
     ``clusters``: k-means clusters / joint-optimisation centres;
     ``top_r``: weights sent per item (joint); ``batch_size``: server SGD minibatch.
     """
+    test_scenario: ClassVar[dict] = {
+        "population": {"kind": "sbm_stars_selective", "n_items": 30, "ratings_per_user": 10, "held_out": 2,
+                       "user_cluster_weights": [0.5, 0.5], "item_cluster_weights": [0.5, 0.5],
+                       "star_probability": [[[0.05, 0.05, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.05, 0.05]],
+                                            [[0.4, 0.3, 0.2, 0.05, 0.05], [0.05, 0.05, 0.2, 0.3, 0.4]]],
+                       "allocation": "H1", "privacy_beta": [2.0, 2.0]},
+        "churn": {"arrival_rate": 20, "mean_lifetime": 1.0, "horizon": 2.0, "query_interval": 0.5,
+                  "release_interval": 1.0},
+        "mechanism": {"method": "naive", "factors": 8, "epochs": 10, "fine_tune_epochs": 5},
+        "attack": {"kind": "sp2_server_view"},
+        "audit": {"design": "full_runs", "trials": 400, "block_size": 100, "alpha": 0.05},
+    }
 
     method: Method = "naive"
     factors: Annotated[int, Ge(1)] = 100
@@ -544,6 +556,7 @@ class SP2LeakyDownload(SP2, kind="sp2_leaky_download"):
     private items, so the server's view depends on the private ratings and an
     audit of the ε = 0 claim must find it violated.
     """
+    negative_control = True
 
 
     def fetch(self, users: UserBatch) -> np.ndarray:

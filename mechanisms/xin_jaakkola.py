@@ -42,7 +42,7 @@ accountant (see :class:`XinJaakkolaLaplace`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
@@ -254,6 +254,17 @@ class XinJaakkolaState:
 @dataclass
 class XinJaakkola(Mechanism, kind="xin_jaakkola"):
     """Public users' EM, private users' one-shot 2nd-order responses (``response``), updates every 20."""
+    test_scenario: ClassVar[dict] = {
+        "population": {"kind": "sbm_stars", "n_items": 20, "ratings_per_user": 8, "held_out": 2,
+                       "user_cluster_weights": [1, 1], "item_cluster_weights": [1, 1],
+                       "star_probability": [[[0.02, 0.05, 0.13, 0.35, 0.45], [0.45, 0.35, 0.13, 0.05, 0.02]],
+                                            [[0.45, 0.35, 0.13, 0.05, 0.02], [0.02, 0.05, 0.13, 0.35, 0.45]]]},
+        "churn": {"arrival_rate": 40, "mean_lifetime": 1.0, "horizon": 1.0, "query_interval": 0.25,
+                  "release_interval": 1.0, "batch_size": 20},
+        "mechanism": {"response": "pmd", "public_users": 20},
+        "attack": [{"kind": "pmd_pairwise"}],
+        "audit": {"method": "one-run", "trials": 200, "view": "messages", "alpha": 0.05},
+    }
 
     response: Response = "pmd"
     public_users: Annotated[int, Ge(0)] = 100
@@ -407,6 +418,9 @@ class XinJaakkolaLaplace(XinJaakkola, kind="xin_jaakkola_laplace"):
     ``n_items·ε``-DP per user (L1 sensitivity ``n_items·Δ``): that is the claim,
     from the accountant. ``n_items`` must match the world's catalogue.
     """
+    test_scenario = {**XinJaakkola.test_scenario, "mechanism": {"response": "laplace", "epsilon": 1.0,
+                                                                "n_items": 20, "public_users": 20},
+                     "attack": [{"kind": "laplace_posterior"}]}
 
     epsilon: Annotated[float, Gt(0)] = 1.0
     n_items: Annotated[int, Ge(1)] = 100

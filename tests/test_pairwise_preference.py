@@ -8,9 +8,8 @@ below 1e-6). The audit assertions use Clopper–Pearson bounds at alpha = 1e-6.
 import numpy as np
 import pytest
 
-from audits.io.scenario import Scenario
 from audits.utility import clustering_accuracy
-from mechanisms import MECHANISMS, UserBatch, WorldInfo, bit_release
+from mechanisms import UserBatch, WorldInfo, bit_release
 from mechanisms.pairwise_preference import PairwisePreference, PairwisePreferenceBroken, rated_pairs
 from simulator.churn import Churn, simulate
 from tests.ldp_helpers import audit, sbm_population
@@ -33,9 +32,7 @@ def feed(*args, batch=10000, **kwargs):
 
 # ---------------------------------------------------------------- registry and parameters
 
-def test_registered_with_claim_and_description():
-    assert MECHANISMS["pairwise_preference"] is PairwisePreference
-    assert MECHANISMS["pairwise_preference_broken"] is PairwisePreferenceBroken
+def test_claim_protects_only_likes_when_the_rated_set_is_public():
     m = PairwisePreference(epsilon=1.5, public_rated_set=True)
     c = m.claim
     # the accountant's epsilon is a pessimistic upper bound: exact up to its discretization (1e-10 for RR)
@@ -43,22 +40,7 @@ def test_registered_with_claim_and_description():
     # with a public rated set only the likes are protected (issue 13): neighbours share the rated set
     assert (c.delta, c.model, c.unit, c.neighbouring) == (0.0, "local", "user", "replace_likes")
     assert PairwisePreference(epsilon=1.5).claim.neighbouring == "replace"
-    d = m.dump_config()
-    assert d["kind"] == "pairwise_preference" and d["public_rated_set"] is True
-    assert d["statistic"] == "debiased_sum" and m.randomizer_epsilon == 1.5
-
-
-def test_scenario_schema_accepts_and_rejects():
-    base = {"name": "t", "seed": 1, "population": {"kind": "sbm", "n_items": 10, "user_cluster_weights": [1],
-                                                    "item_cluster_weights": [0.5, 0.5],
-                                                    "like_probability": [[0.9, 0.1]], "ratings_per_user": 5}}
-    Scenario.model_validate(base | {"mechanism": {"kind": "pairwise_preference", "epsilon": 1.0,
-                                                  "public_rated_set": True, "statistic": "sum"}})
-    Scenario.model_validate(base | {"mechanism": {"kind": "pairwise_preference_broken", "epsilon": 1.0,
-                                                  "leak_factor": 3}})
-    for bad in ({"epsilon": 0.0}, {"epsilon": 1.0, "statistic": "mean"}):
-        with pytest.raises(Exception):
-            Scenario.model_validate(base | {"mechanism": {"kind": "pairwise_preference", **bad}})
+    assert m.randomizer_epsilon == 1.5
 
 
 # ---------------------------------------------------------------- queries

@@ -1,0 +1,196 @@
+"""The conformance checks that run things: mechanisms in their scenarios, attacks, estimators, designs.
+
+``mechanisms.checks`` holds the mechanism checks that need no world; the ones
+here build each class's small ``test_scenario`` through the scenario loader and
+run it through the engine or the audit, the path a user's scenario takes.
+``tests/test_conformance.py`` runs every check over every registered entry
+(``MECHANISMS``, ``ATTACKS``, ``ESTIMATORS``, ``DESIGNS``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tempfile
+import typing
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal
+
+import numpy as np
+import yaml
+from annotated_types import Ge, Gt, Le, Lt
+from scipy import sparse
+
+from mechanisms import MECHANISMS, Mechanism
+from mechanisms.checks import yield_checks as mechanism_checks_without_world
+from simulator.churn import Churn
+from simulator.engine import run_protocol
+from simulator.population import POPULATIONS
+from simulator.seeds import stream
+from simulator.transcript import Recorder, Transcript
+
+from .io.scenario import Scenario, build, build_schedule, load_scenario
+from .io.yamlio import ScenarioError
+from .runner import run_scenario
+
+Check = Callable[[type], None]
+
+
+# ---------------------------------------------------------------- a class's small scenario
+
+
+def scenario_data(cls: type[Mechanism], **audit) -> dict:
+    """``cls``'s test scenario as scenario data (name and seed filled in; ``audit`` overrides its audit)."""
+    data = {"name": f"check-{cls.kind}", "seed": 1} | yaml.safe_load(yaml.safe_dump(cls.test_scenario))
+    data["mechanism"] = {"kind": cls.kind} | data["mechanism"]
+    data["audit"] = data.get("audit", {}) | audit
+    return data
+
+
+def load(data: dict) -> Scenario:
+    """Scenario data through the loader a user's file takes (a bad one raises its ``ScenarioError``)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return load_scenario(path)
+
+
+def transcript(scenario: Scenario, seed: int = 0, ticks: int | None = None) -> Transcript:
+    """One run of the scenario's world, recording every message, query and personal output.
+
+    ``ticks`` cuts a churn schedule to that many query ticks.
+    """
+    population = build(scenario.population, POPULATIONS)
+    mechanism = build(scenario.mechanism, MECHANISMS)
+    schedule = build_schedule(scenario, mechanism, population)
+    if ticks is not None and isinstance(schedule, Churn):
+        span = ticks * schedule.query_interval
+        schedule = dataclasses.replace(schedule, horizon=span, release_interval=min(schedule.release_interval, span))
+    root = np.random.SeedSequence(seed)
+    catalogue = population.catalogue(stream(root, "catalogue"))
+    recorder = Recorder(watch=range(100_000), messages="all", outputs="all")
+    return run_protocol(mechanism, population, catalogue, schedule, root, recorder=recorder)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Deep equality of run records: arrays (NaN equal to NaN), sparse matrices, dataclasses, containers."""
+    if type(a) is not type(b):
+        return False
+    if sparse.issparse(a):
+        return a.shape == b.shape and (a != b).nnz == 0
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if dataclasses.is_dataclass(a):
+        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if hasattr(a, "__dict__"):
+        return same(vars(a), vars(b))
+    return bool(a == b)
+
+
+def rows(x: Any) -> int:
+    """Rows on axis 0 (arrays, sparse matrices, row types with ``len``)."""
+    return x.shape[0] if hasattr(x, "shape") else len(x)
+
+
+# ---------------------------------------------------------------- mechanisms in their world
+
+
+@functools.lru_cache(maxsize=None)
+def world_of(cls: type[Mechanism]) -> Scenario:
+    """``cls``'s test scenario, loaded once per class (the checks only read it)."""
+    return load(scenario_data(cls))
+
+
+def check_scenario_validates(cls: type[Mechanism]) -> None:
+    """The class's test scenario loads like a user's file."""
+    world_of(cls)
+
+
+def bad_values(hint: Any) -> Iterator[tuple[Any, str]]:
+    """A value breaking each constraint a field's type declares (bounds, choices), with the constraint."""
+    if typing.get_origin(hint) is Literal:
+        yield "not-a-choice", "a choice"
+    for bound in getattr(hint, "__metadata__", ()):
+        if isinstance(bound, Gt):
+            yield bound.gt, repr(bound)
+        elif isinstance(bound, Lt):
+            yield bound.lt, repr(bound)
+        elif isinstance(bound, Ge):
+            yield bound.ge - 1, repr(bound)
+        elif isinstance(bound, Le):
+            yield bound.le + 1, repr(bound)
+    if typing.get_origin(hint) is typing.Union:  # X | None: the constraints of X
+        for arg in typing.get_args(hint):
+            yield from bad_values(arg)
+
+
+def check_bad_parameter_names_its_field(cls: type[Mechanism]) -> None:
+    """Every declared constraint, broken, gives the loader's one-line error naming ``mechanism.<field>``."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for field in dataclasses.fields(cls):
+        for value, constraint in (bad_values(hints.get(field.name)) if field.init else ()):
+            data = scenario_data(cls)
+            data["mechanism"][field.name] = value
+            try:
+                load(data)
+            except ScenarioError as exc:
+                assert f"mechanism.{field.name}" in str(exc), f"{field.name} = {value!r}: {exc}"
+            else:
+                raise AssertionError(f"{cls.kind}: {field.name} = {value!r} breaks {constraint} but loads")
+
+
+def check_one_tick_runs(cls: type[Mechanism]) -> None:
+    """One engine tick of the test world runs and publishes."""
+    run = transcript(world_of(cls), ticks=1)
+    assert run.rounds and run.releases, "one tick gave no round or no release"
+
+
+@functools.lru_cache(maxsize=None)
+def recorded(cls: type[Mechanism]) -> Transcript:
+    """The recorded run of ``cls``'s test scenario (once per class: the checks only read it)."""
+    return transcript(world_of(cls))
+
+
+def check_same_seed_same_transcript(cls: type[Mechanism]) -> None:
+    """Two runs of the same seed record the same transcript (every message, query and output)."""
+    first, second = recorded(cls), transcript(world_of(cls))
+    for f in dataclasses.fields(Transcript):
+        assert same(getattr(first, f.name), getattr(second, f.name)), \
+            f"{cls.kind}: the same seed gave another transcript.{f.name} (randomness outside the run's streams?)"
+
+
+def check_users_on_axis_0(cls: type[Mechanism]) -> None:
+    """Messages, queries and personal outputs have one row per user (answer) on axis 0."""
+    run = recorded(cls)
+    assert run.answer_user.size > 0, "the test world gave no answer: enlarge it"
+    assert rows(run.messages) == run.answer_user.size, "messages are not one row per answer"
+    w = run.watched
+    assert w is not None and rows(w.messages) == w.user.size and rows(w.queries) == w.user.size
+    if run.outputs is not None:
+        assert rows(run.outputs) == run.output_user.size, "personal outputs are not one row per user"
+
+
+def check_negative_control_is_flagged(cls: type[Mechanism]) -> None:
+    """A negative control (a broken twin) is caught by its test scenario's audit (slow)."""
+    if not cls.negative_control:
+        return
+    result = run_scenario(world_of(cls))
+    assert result.verdict == "violated", f"{cls.kind}: ε_LB {result.strongest.estimate.epsilon_lb:.3g} " \
+                                         f"vs claimed {result.claim.epsilon:.3g}"
+
+
+MECHANISM_CHECKS: tuple[Check, ...] = (check_scenario_validates, check_bad_parameter_names_its_field,
+                                       check_one_tick_runs, check_same_seed_same_transcript, check_users_on_axis_0)
+
+
+def mechanism_checks(cls: type[Mechanism], slow: bool = False) -> Iterator[Check]:
+    """Every check of a mechanism class: ``mechanisms.checks``' then those in its world (``slow``: its audit)."""
+    if slow:
+        if cls.negative_control:
+            yield check_negative_control_is_flagged
+        return
+    yield from mechanism_checks_without_world(cls)
+    yield from MECHANISM_CHECKS

@@ -1,0 +1,84 @@
+"""The conformance suites over every registered part (the scikit-learn ``parametrize_with_checks`` pattern).
+
+Each registered mechanism, attack, estimator and design runs every check of
+its suite (``mechanisms.checks``, ``attacks.checks``, ``audits.checks``);
+a new part is done when its rows pass. The slow rows (``-m slow``) audit every
+negative control (its audit must say "violated": each states its power below)
+and measure estimators' coverage. The last tests show that the suites catch
+what they are for: a deliberately wrong claim and a sampler that ignores the
+run's seed fail them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from audits import checks
+from mechanisms import MECHANISMS, MaxSense
+from mechanisms import checks as mechanism_checks
+from mechanisms.claims import PrivacyClaim
+
+
+def _rows(registry, suite, **kwargs):
+    return [pytest.param(cls, check, id=f"{kind}-{check.__name__.removeprefix('check_')}")
+            for kind, cls in registry.items() for check in suite(cls, **kwargs)]
+
+
+@pytest.mark.parametrize("cls, check", _rows(MECHANISMS, checks.mechanism_checks))
+def test_mechanism(cls, check):
+    check(cls)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls, check", _rows(MECHANISMS, checks.mechanism_checks, slow=True))
+def test_negative_control(cls, check):
+    """Each negative control's test scenario audit says "violated".
+
+    A false "consistent" is a power failure: the twins leak at least twice
+    their claimed ε (or unboundedly), their audits are the shipped scenarios'
+    (or smaller copies that the per-mechanism tests showed catch them).
+    """
+    check(cls)
+
+
+# ---------------------------------------------------------------- the suites catch bad parts
+
+
+class _WrongClaim(MaxSense):
+    """Types its claim in (half the accountant's ε) instead of deriving it from its privacy events."""
+
+    def claim_for(self, answers: int = 1) -> PrivacyClaim:
+        return PrivacyClaim(epsilon=0.5 * self.epsilon * answers)
+
+
+class _Unseeded(MaxSense):
+    """Draws its randomizer's coins from fresh entropy, not from the run's ``randomizer`` stream."""
+
+    def release(self, sketches, rng):
+        return super().release(sketches, np.random.default_rng())
+
+
+def _failures(cls) -> list[str]:
+    failed = []
+    for check in checks.mechanism_checks(cls):
+        try:
+            check(cls)
+        except AssertionError:
+            failed.append(check.__name__)
+    return failed
+
+
+def test_a_typed_in_claim_fails_the_suite(monkeypatch):
+    monkeypatch.setitem(MECHANISMS, "maxsense", _WrongClaim)
+    assert _failures(_WrongClaim) == ["check_claim_from_privacy_events"]
+    with pytest.raises(AssertionError, match="its events give"):
+        mechanism_checks.check_claim_from_privacy_events(_WrongClaim)
+
+
+def test_a_sampler_ignoring_the_seed_fails_the_suite(monkeypatch):
+    monkeypatch.setitem(MECHANISMS, "maxsense", _Unseeded)
+    assert _failures(_Unseeded) == ["check_same_seed_same_transcript"]
+
+
+def test_the_correct_mechanism_passes_where_the_fixtures_fail():
+    assert _failures(MaxSense) == []
