@@ -92,13 +92,26 @@ _GAUSSIAN_TAIL_TRUNCATION = 1e-15
 # validation helpers
 
 
+class AccountingError(ValueError):
+    """An event the accountant cannot account; ``field`` names the event's parameter at fault (or None)."""
+
+    def __init__(self, field: str | None, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+#: randomized response's ε the accountant can take: beyond it dp-accounting's flip probability
+#: 2 / (1 + e^ε) is 0 (above) or 1 (below) in double precision
+RR_EPSILON_RANGE = (1e-15, 700.0)
+
+
 def _positive_finite(name: str, value) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}") from None
+        raise AccountingError(name, f"{name} must be a positive finite number, got {value!r}") from None
     if not (v > 0.0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        raise AccountingError(name, f"{name} must be a positive finite number, got {value!r}")
     return v
 
 
@@ -162,6 +175,11 @@ class RandomizedResponseRelease:
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _positive_finite("epsilon", self.epsilon))
         object.__setattr__(self, "count", _count(self.count))
+        low, high = RR_EPSILON_RANGE
+        if not low <= self.epsilon <= high:
+            raise AccountingError("epsilon", f"{self.epsilon:g} per randomized-response bit is outside what the "
+                                             f"accountant can take ({low:g} to {high:g}: beyond, the bit's flip "
+                                             "probability is 0 or 1 in double precision)")
 
     @property
     def noise_parameter(self) -> float:
@@ -303,23 +321,27 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     return 0.0 if eps == 0.0 else eps + 1e-10 * (1.0 + eps)
 
 
+@functools.lru_cache(maxsize=4096)
 def gaussian_sigma_for(epsilon: float, delta: float, sensitivity: float = 1.0, count: int = 1) -> float:
     """The smallest σ (to 1e-9 relative) with ``count`` Gaussian releases of L2 ``sensitivity`` (ε, δ)-DP.
 
-    Inverts the analytic Gaussian: finds μ with ε(μ, δ) = ε by bisection on
-    :func:`_gaussian_epsilon` (increasing in μ), then σ = Δ·sqrt(count)/μ,
-    rounded up so the accountant's ε for the result never exceeds ``epsilon``.
+    dp-accounting's analytic-Gaussian inversion (``get_sigma_gaussian``, one root search) gives σ
+    for one release of sensitivity 1; it is then raised (steps doubling from 1e-9 relative, then
+    bisection) until the accountant's ε (:func:`_gaussian_epsilon`) for it is at most ``epsilon``,
+    and scaled to Δ·sqrt(count). Cached: validating a grid builds the same mechanism several times per point.
     """
     epsilon, delta = _positive_finite("epsilon", epsilon), float(delta)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1) for a Gaussian mechanism, got {delta}")
-    low, high = 1e-6, 1.0
-    while _gaussian_epsilon(high, delta) < epsilon:
-        low, high = high, 2.0 * high
-    while high - low > 1e-10 * high:
+    start = max(float(dp_accounting.get_sigma_gaussian(epsilon, delta, tol=1e-12)), 1e-300)
+    fails = lambda s: _gaussian_epsilon(1.0 / s, delta) > epsilon  # noqa: E731
+    low, high, step = None, start, 1e-9
+    while fails(high):  # steps doubling from 1e-9, then bisection back to 1e-9
+        low, high, step = high, start * (1.0 + step), 2.0 * step
+    while low is not None and high - low > 1e-9 * high:
         mid = 0.5 * (low + high)
-        low, high = (mid, high) if _gaussian_epsilon(mid, delta) <= epsilon else (low, mid)
-    return _positive_finite("sensitivity", sensitivity) * math.sqrt(_count(count)) / low
+        low, high = (mid, high) if fails(mid) else (low, mid)
+    return _positive_finite("sensitivity", sensitivity) * math.sqrt(_count(count)) * high
 
 
 # --------------------------------------------------------------------------

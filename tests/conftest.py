@@ -65,3 +65,32 @@ def written_reports(monkeypatch) -> list[Path]:
 
     monkeypatch.setattr(report_module, "write_json", checked)
     return seen
+
+
+# ---------------------------------------------------------------- one clear line (tests of bad input)
+
+
+def one_error(capsys, argv) -> tuple[int, str]:
+    """``recaudit argv``: its exit code and its one line on stderr (log lines aside)."""
+    from audits.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("[recaudit]")]
+    assert len(lines) == 1, err
+    assert all(c.isprintable() for c in lines[0]), lines[0]
+    return code, lines[0]
+
+
+def write_text(tmp_path, text: str, name: str = "s.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def scenario_text(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

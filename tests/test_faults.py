@@ -12,30 +12,7 @@ import yaml
 
 from audits import cli
 from audits.cli import main
-from tests.conftest import small_world
-
-
-def one_error(capsys, argv) -> tuple[int, str]:
-    code = main(argv)
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if not line.startswith("[recaudit]")]
-    assert len(lines) == 1, err
-    assert all(c.isprintable() for c in lines[0]), lines[0]
-    return code, lines[0]
-
-
-def write_text(tmp_path, text: str, name: str = "s.yaml"):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def line_of(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
-
-
-def scenario_text(data: dict) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+from tests.conftest import line_of, one_error, scenario_text, small_world, write_text
 
 
 # ---------------------------------------------------------------- names decide where files go

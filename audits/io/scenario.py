@@ -322,7 +322,11 @@ class Scenario(BaseModel):
         if population is None and self.population.kind.startswith("ratings_file"):
             population = build(self.population, POPULATIONS, (info.context or {}).get("base_dir"))
         _check_users_available(population, mechanism, churn)
-        claim = mechanism.claim_for(churn.queries_per_user)
+        try:
+            claim = mechanism.claim_for(churn.queries_per_user)
+        except ValueError as exc:  # the accountant's errors (and dp-accounting's), at the boundary
+            raise ParameterError(_mechanism_field(self.mechanism, exc), f"the accountant cannot compute the "
+                                                                        f"claim: {exc}") from None
         try:
             build_estimator(self.audit).check_claim(claim)
         except EstimatorError as exc:
@@ -432,6 +436,12 @@ def grid_points(scenario: "Scenario") -> list[GridPoint]:
         name = mechanism.kind if kinds.count(mechanism.kind) == 1 else f"{mechanism.kind}-{i}"
         points.append(GridPoint(name, f"grid.reference.{i}", mechanism.kind, None, data(name, mechanism)))
     return points
+
+
+def _mechanism_field(config: BaseModel, exc: Exception) -> str:
+    """``mechanism.<field>`` when the error names a field of the mechanism's block, else ``mechanism``."""
+    field = getattr(exc, "field", None)
+    return f"mechanism.{field}" if field in type(config).model_fields else "mechanism"
 
 
 def _query_ticks(churn) -> int:

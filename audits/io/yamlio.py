@@ -122,8 +122,27 @@ _ScenarioLoader.yaml_implicit_resolvers = {
 }
 
 
-def _expanded_size(root: Node, path: str) -> int:
-    """Values in the document with every alias expanded; raises ScenarioError on recursive aliases.
+def _too_large(root: Node, sizes: dict[int, int], path: str) -> str:
+    """The refusal of a document over ``MAX_EXPANDED_VALUES``: what aliases expand to, or where the values are."""
+    size = sizes[id(root)]
+    if size > len(sizes):  # a node counted more than once: an alias repeats it
+        return (f"{path}:{root.start_mark.line + 1}: aliases expand the document to {size:.3g} values (more than "
+                f"{MAX_EXPANDED_VALUES}); write the values out")
+    node, loc = root, []
+    while True:  # down to the part that holds most of the values
+        pairs = (node.value if isinstance(node, MappingNode) else
+                 [(i, child) for i, child in enumerate(node.value)] if isinstance(node, SequenceNode) else [])
+        key, child = max(pairs, key=lambda p: sizes[id(p[1])], default=(None, None))
+        if child is None or sizes[id(child)] <= sizes[id(node)] // 2:
+            break
+        loc.append(key if isinstance(key, int) else key.value if isinstance(key, ScalarNode) else "?")
+        node = child
+    return (f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: holds {sizes[id(node)]:,} values (a whole "
+            f"scenario may hold {MAX_EXPANDED_VALUES:,}; shipped ones hold a few hundred)")
+
+
+def _expanded_sizes(root: Node, path: str) -> dict[int, int]:
+    """Values under every node with every alias expanded (by node id); raises ScenarioError on recursive aliases.
 
     Shared nodes are sized once (memoised by identity), so an alias bomb is
     measured in time linear in its text, not in its expansion.
@@ -146,7 +165,7 @@ def _expanded_size(root: Node, path: str) -> int:
         on_path.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
-    return sizes[id(root)]
+    return sizes
 
 
 def _children(node: Node) -> list[Node]:
@@ -335,11 +354,10 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
             loader = _ScenarioLoader(text)  # may raise ReaderError
             node = loader.get_single_node()
             if node is None:
-                raise ScenarioError(f"{path}:1: file is empty (expected a mapping of keys)")
-            size = _expanded_size(node, path)
-            if size > MAX_EXPANDED_VALUES:
-                raise ScenarioError(f"{path}:{node.start_mark.line + 1}: aliases expand the document to "
-                                    f"{size:.3g} values (more than {MAX_EXPANDED_VALUES}); write the values out")
+                raise ScenarioError(f"{path}:1: the file is empty (expected a mapping of keys)")
+            sizes = _expanded_sizes(node, path)
+            if sizes[id(node)] > MAX_EXPANDED_VALUES:
+                raise ScenarioError(_too_large(node, sizes, path))
             walker = _Walker(loader, path)
             walker.walk(node, ())
             if walker.errors:
