@@ -52,7 +52,7 @@ from scipy.special import expit
 
 # PrivacyClaim lives in .claims (re-exported by .base, which imports this module at load time)
 from .claims import Model, Neighbouring, PrivacyClaim, Unit
-from .errors import InternalError
+from .errors import InternalError, ParameterError
 
 __all__ = [
     "GaussianRelease",
@@ -92,14 +92,6 @@ _GAUSSIAN_TAIL_TRUNCATION = 1e-15
 # validation helpers
 
 
-class AccountingError(ValueError):
-    """An event the accountant cannot account; ``field`` names the event's parameter at fault (or None)."""
-
-    def __init__(self, field: str | None, message: str):
-        super().__init__(message)
-        self.field = field
-
-
 #: randomized response's ε the accountant can take: beyond it dp-accounting's flip probability
 #: 2 / (1 + e^ε) is 0 (above) or 1 (below) in double precision
 RR_EPSILON_RANGE = (1e-15, 700.0)
@@ -109,9 +101,9 @@ def _positive_finite(name: str, value) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise AccountingError(name, f"{name} must be a positive finite number, got {value!r}") from None
+        raise ParameterError(name, f"{name} must be a positive finite number, got {value!r}") from None
     if not (v > 0.0 and math.isfinite(v)):
-        raise AccountingError(name, f"{name} must be a positive finite number, got {value!r}")
+        raise ParameterError(name, f"{name} must be a positive finite number, got {value!r}")
     return v
 
 
@@ -177,7 +169,7 @@ class RandomizedResponseRelease:
         object.__setattr__(self, "count", _count(self.count))
         low, high = RR_EPSILON_RANGE
         if not low <= self.epsilon <= high:
-            raise AccountingError("epsilon", f"{self.epsilon:g} per randomized-response bit is outside what the "
+            raise ParameterError("epsilon", f"{self.epsilon:g} per randomized-response bit is outside what the "
                                              f"accountant can take ({low:g} to {high:g}: beyond, the bit's flip "
                                              "probability is 0 or 1 in double precision)")
 

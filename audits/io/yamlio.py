@@ -137,8 +137,54 @@ def _too_large(root: Node, sizes: dict[int, int], path: str) -> str:
             break
         loc.append(key if isinstance(key, int) else key.value if isinstance(key, ScalarNode) else "?")
         node = child
-    return (f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: holds {sizes[id(node)]:,} values (a whole "
-            f"scenario may hold {MAX_EXPANDED_VALUES:,}; shipped ones hold a few hundred)")
+    return _holds_too_many(path, node.start_mark.line + 1, loc, sizes[id(node)])
+
+
+def _holds_too_many(path: str, line: int, loc: list, count: int) -> str:
+    return (f"{path}:{line}: {_dotted(loc)}: holds {count:,} values (a whole scenario may hold "
+            f"{MAX_EXPANDED_VALUES:,}; shipped ones hold a few hundred)")
+
+
+def _check_written_values(text: str, path: str) -> None:
+    """Refuse a long text holding more than ``MAX_EXPANDED_VALUES`` values written out, counted from
+    libyaml's parse events (seconds faster than composing them); aliases count once here."""
+    if len(text) < 100_000:
+        return
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    stack: list[list] = [[[], 0, 1, False, None]]  # [loc, values, line, is mapping, pending key]
+    big: list[tuple[list, int, int]] = []
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            frame = stack[-1]
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                key = (frame[4] if frame[3] else frame[4] or 0) if len(stack) > 1 else None
+                loc = frame[0] + ([] if key is None else [key])
+                stack.append([loc, 1, event.start_mark.line + 1, isinstance(event, yaml.MappingStartEvent), None])
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                loc, count, line = stack.pop()[:3]
+                if count > MAX_EXPANDED_VALUES // 2:
+                    big.append((loc, count, line))
+                _count_value(stack[-1], count, None)
+            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+                _count_value(frame, 1, getattr(event, "value", None))
+    except yaml.YAMLError:
+        return  # the loader reports it, with its line
+    if big and big[-1][1] > MAX_EXPANDED_VALUES:
+        total = big[-1][1]
+        loc, count, line = max((b for b in big if b[1] > total // 2), key=lambda b: len(b[0]))
+        raise ScenarioError(_holds_too_many(path, line, loc, count))
+
+
+def _count_value(frame: list, count: int, scalar) -> None:
+    """A finished value of ``count`` values inside ``frame``: mapping keys alternate with their values;
+    a sequence's pending key is the next item's index."""
+    if not frame[3]:
+        frame[4] = (frame[4] or 0) + 1
+    elif frame[4] is None:
+        frame[4] = scalar if scalar is not None else "?"
+    else:
+        frame[4] = None
+    frame[1] += count
 
 
 def _expanded_sizes(root: Node, path: str) -> dict[int, int]:
@@ -347,6 +393,7 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
     """
     path = os.fspath(path)
     text = _read_text(path)
+    _check_written_values(text, path)
 
     loader = None
     try:
