@@ -29,7 +29,9 @@ a fixed seed reproduces the audit exactly.
 """
 from __future__ import annotations
 
+import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -68,6 +70,16 @@ class AuditRun:
     neighbours: tuple
     attack: str = "score"
     p_value: float | None = None
+    #: None when the seed reproduces the run; else why it does not (an unseedable library, a probe that differed)
+    not_reproducible: str | None = None
+    #: the neighbouring relation of the pair (``audits.adapters.add_remove`` / ``replace_one`` name theirs)
+    neighbouring: str = "as given"
+    #: how the claim's (ε, δ) was derived, when it was stated in another currency (zCDP, Rényi, GDP)
+    conversion: str | None = None
+
+    @property
+    def reproducible(self) -> bool:
+        return self.not_reproducible is None
 
     @property
     def violated(self) -> bool:
@@ -104,7 +116,7 @@ def _resolve_neighbours(mechanism, neighbours) -> tuple:
     if neighbours is None or len(neighbours) != 2:
         raise ValueError("need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
                          "(or a NeighbourCandidates family, see candidate_pairs)")
-    return tuple(neighbours)
+    return neighbours if hasattr(neighbours, "relation") else tuple(neighbours)
 
 
 def as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -124,6 +136,55 @@ def _hand_scores(outputs, score: Callable, trials: int, world: int) -> np.ndarra
                     "attack read them")
         raise ValueError(f"world {world}: expected {trials} scores (one per trial), got {s.size}{hint}")
     return s
+
+
+#: draws per world of the determinism probe and the time estimate before an audit
+PROBE_DRAWS = 16
+#: an audit expected to take longer than this many seconds logs its estimate first
+ESTIMATE_AFTER_SECONDS = 10.0
+log = logging.getLogger("recaudit")
+
+
+def _same_outputs(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_outputs(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)) and not isinstance(a, np.ndarray):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(_same_outputs, a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.all((a == b) | ((a != a) & (b != b))))  # NaN equals NaN here
+
+
+def _probe(mechanism, value, trials: int, seed: np.random.SeedSequence) -> str | None:
+    """Sample ``PROBE_DRAWS`` twice with one seed: why the run will not reproduce (None: it will).
+
+    Also logs the audit's expected duration, from the probe's pace, when it exceeds ``ESTIMATE_AFTER_SECONDS``.
+    """
+    start = time.perf_counter()
+    first = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
+    second = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
+    expected = (time.perf_counter() - start) / (2 * PROBE_DRAWS) * 2 * trials
+    if expected > ESTIMATE_AFTER_SECONDS:
+        log.info("the audit will take about %.0f s (%s draws per world at the probe's pace)", expected,
+                 f"{trials:,}")
+    declared = getattr(mechanism, "not_reproducible", None)
+    if declared:
+        return declared
+    if not _same_outputs(first, second):
+        return ("the same seed gave different outputs in a probe of two samples: the mechanism draws "
+                "randomness it is not given through rng")
+    return None
+
+
+def _encode_categories(outputs: list) -> list:
+    """Outputs that are labels (strings, objects) as integer codes, the same code for a label in both worlds."""
+    arrays = [np.asarray(out) if not isinstance(out, (dict, tuple, list)) else None for out in outputs]
+    if any(a is None or a.dtype.kind not in "OUS" for a in arrays):
+        return outputs
+    labels = np.concatenate([a.reshape(len(a), -1) for a in arrays]).astype(str)
+    _, codes = np.unique(labels, return_inverse=True)
+    codes = codes.reshape(labels.shape).astype(np.int64)
+    split = np.cumsum([len(a) for a in arrays])[:-1]
+    return [c.reshape(a.shape) for c, a in zip(np.split(codes, split), arrays)]
 
 
 def _split_sizes(n: int, selection_fraction: float) -> int:
@@ -210,9 +271,11 @@ def run_audit(
         raise ValueError("run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
                          "search_neighbours (or assert_dp / assert_not_dp)")
     trials = int(trials)
-    world_seeds = as_seed_sequence(seed).spawn(4)
-    outputs = [mechanism.sample(value, trials, np.random.default_rng(ss))
-               for value, ss in zip(pair, world_seeds[:2])]
+    root = as_seed_sequence(seed)
+    world_seeds = root.spawn(4)
+    not_reproducible = _probe(mechanism, pair[0], trials, root.spawn(1)[0])
+    outputs = _encode_categories([mechanism.sample(value, trials, np.random.default_rng(ss))
+                                  for value, ss in zip(pair, world_seeds[:2])])
     permute = np.random.default_rng(world_seeds[2])
     orders = [permute.permutation(trials) for _ in range(2)]
     scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
@@ -236,7 +299,8 @@ def run_audit(
     bound_of = heldout_gdp_bound if method == "gdp" else heldout_epsilon_bound
     bound = bound_of(sel[0], sel[1], evaluation[0], evaluation[1], alpha, claimed.delta, candidates="rare-event")
     return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name,
-                    _p_value(bound, claimed.epsilon))
+                    _p_value(bound, claimed.epsilon), not_reproducible, getattr(pair, "relation", "as given"),
+                    claimed.conversion)
 
 
 def _p_value(bound: BoundResult, claimed_epsilon: float) -> float:
@@ -343,9 +407,18 @@ def format_bound(run: AuditRun) -> str:
     ]
     if b.mu_lb is not None:
         lines.append(f"  μ_LB = {b.mu_lb:.4g} (μ ceiling {b.mu_ceiling:.4g})")
+    if run.conversion:
+        lines.append(f"  claim converted: {run.conversion}")
     lines.append(f"  method = {b.method}, attack = {run.attack}, trials = {run.trials} per world, "
-                 f"neighbours = {run.neighbours!r}, seed = {run.seed!r}")
+                 f"neighbours ({run.neighbouring}) = {_short(run.neighbours)}, seed = {run.seed!r}")
+    if not run.reproducible:
+        lines.append(f"  NOT REPRODUCIBLE: {run.not_reproducible}")
     return "\n".join(lines)
+
+
+def _short(value, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _family_note(search: NeighbourSearch) -> str:

@@ -34,6 +34,8 @@ class PrivacyClaim:
     #: the Gaussian trade-off curve the claim implies (mu-GDP), when it has one; estimators
     #: that convert through a Gaussian curve refuse claims without it
     gaussian_mu: float | None = None
+    #: how the (ε, δ) figure was derived when the claim was stated in another currency (zCDP, Rényi, GDP)
+    conversion: str | None = None
 
     def __post_init__(self) -> None:
         if not self.epsilon >= 0:
@@ -62,6 +64,7 @@ class PrivacyClaim:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"view": self.view}
-        if self.gaussian_mu is None:
-            del d["gaussian_mu"]
+        for optional in ("gaussian_mu", "conversion"):
+            if d[optional] is None:
+                del d[optional]
         return d

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from audits.stats.rates import BoundResult
-from audits.harness import as_seed_sequence, assert_dp, assert_not_dp, run_audit
+from audits.harness import PROBE_DRAWS, as_seed_sequence, assert_dp, assert_not_dp, run_audit
 from audits.pytest_plugin import DPAudit, seed_from_node_id
 from mechanisms.reference import (
     GaussianCount,
@@ -125,9 +125,13 @@ def test_seeding_is_reproducible_and_per_world():
             return out
 
     run_audit(Recorder(), trials=100, seed=10)
-    w0, w1 = (np.random.default_rng(s).standard_normal(100) for s in np.random.SeedSequence(10).spawn(2))
-    np.testing.assert_array_equal(seen[0], w0)
-    np.testing.assert_array_equal(seen[1], w1)
+    root = np.random.SeedSequence(10)
+    w0, w1 = (np.random.default_rng(s).standard_normal(100) for s in root.spawn(4)[:2])
+    probe = np.random.default_rng(root.spawn(1)[0]).standard_normal(PROBE_DRAWS)
+    np.testing.assert_array_equal(seen[0], probe)  # the determinism probe samples first, twice, on its own seed
+    np.testing.assert_array_equal(seen[1], probe)
+    np.testing.assert_array_equal(seen[2], w0)
+    np.testing.assert_array_equal(seen[3], w1)
     assert as_seed_sequence(10).entropy == 10
 
 
