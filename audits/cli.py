@@ -208,7 +208,7 @@ def _summary_line(report: dict) -> str:
 
 
 def _load(args: argparse.Namespace):
-    from .io.scenario import load_scenario
+    from .io.scenario import command_problems, load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
@@ -218,6 +218,13 @@ def _load(args: argparse.Namespace):
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
         print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
         return None
+    if args.executor or args.workers or getattr(args, "full", False):  # the scenario as written was checked
+        flags = " ".join(f for f, on in (("--executor", args.executor), ("--workers", args.workers),
+                                         ("--full", getattr(args, "full", False))) if on)
+        for field, message in command_problems(scenario, args.command, args.executor, args.workers,
+                                               getattr(args, "full", False))[:1]:
+            print(one_line(f"{args.scenario}: {field} (with {flags}): {message}"), file=sys.stderr)
+            return None
     return scenario
 
 

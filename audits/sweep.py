@@ -17,6 +17,7 @@ value and reported beside the measured U* (``LOWER_BOUNDS``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,13 +164,19 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
     configs = [scenario.mechanism, *sweep.compare]
     labels = contender_labels(configs)
-    tasks, variants = [], {}
-    for c, config in enumerate(configs):
-        contender = data | {"mechanism": config.model_dump(mode="json")}
-        for a, axis in enumerate(sweep.axes):
-            for i, value in enumerate(axis.grid(full)):
-                variants[a, i, c] = axis.apply(contender, value)
-                tasks += [(a, i, r, c) for r in range(sweep.replicates)]
+    contenders = [data | {"mechanism": config.model_dump(mode="json")} for config in configs]
+
+    @functools.lru_cache(maxsize=256)
+    def variant(a: int, i: int, c: int) -> dict:  # the scenario data of one grid value (read, never changed)
+        return sweep.axes[a].apply(contenders[c], sweep.axes[a].grid(full)[i])
+
+    def tasks():  # generated as they are run: a sweep's task list is never held whole
+        for c in range(len(configs)):
+            for a, axis in enumerate(sweep.axes):
+                for i in range(len(axis.grid(full))):
+                    yield from ((a, i, r, c) for r in range(sweep.replicates))
+
+    total = len(configs) * sum(len(axis.grid(full)) for axis in sweep.axes) * sweep.replicates
     results: dict[tuple, dict] = {}
 
     def key(task):  # the first mechanism keeps the names sweeps without compare: saved before
@@ -181,36 +188,38 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         progress = Progress(out_dir / "progress-sweep" if out_dir else None,
                             {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
                             what="scenario or grid", warn=report)
-        todo = []
-        for task in tasks:
-            saved = progress.load_json(key(task))
-            if saved is not None:
-                results[task] = saved
-            else:
-                todo.append((task, sweep_task, (variants[task[:2] + task[3:]], base_dir, *task[:3])))
-        for n, (task, result) in enumerate(as_finished(executor, todo), 1):
+
+        def todo():
+            for task in tasks():
+                saved = progress.load_json(key(task))
+                if saved is not None:
+                    results[task] = saved
+                else:
+                    yield task, sweep_task, (variant(task[0], task[1], task[3]), base_dir, *task[:3])
+
+        for task, result in as_finished(executor, todo()):
             results[task] = result
             progress.save_json(key(task), result)
             tick = getattr(report, "progress", None)
             if tick is not None:
-                tick("sweep runs", n, len(todo))
+                tick("sweep runs", len(results), total)
             else:
-                report(f"sweep task {n}/{len(todo)} done (axis {task[0]}, value {task[1]}, replicate {task[2]}, "
-                       f"{labels[task[3]]})")
+                report(f"sweep task {len(results)}/{total} done (axis {task[0]}, value {task[1]}, replicate "
+                       f"{task[2]}, {labels[task[3]]})")
 
     points, fits, bounds = [], [], []
     for a, axis in enumerate(sweep.axes):
         values = axis.grid(full)
         for i, value in enumerate(values):
-            first = Scenario.model_validate(variants[a, i, 0], context={"base_dir": base_dir})
+            first = Scenario.model_validate(variant(a, i, 0), context={"base_dir": base_dir})
             for name in sweep.bounds:
                 bounds.append({"parameter": axis.parameter, "value": value, "bound": name,
                                "label": LOWER_BOUNDS[name][0], "users": LOWER_BOUNDS[name][1](first)})
         for c, label in enumerate(labels):
             xs, us, theory_u, mine = [], [], [], []
             for i, value in enumerate(values):
-                variant = Scenario.model_validate(variants[a, i, c], context={"base_dir": base_dir})
-                theory_u.append(theory_users(variant))
+                variant_scenario = Scenario.model_validate(variant(a, i, c), context={"base_dir": base_dir})
+                theory_u.append(theory_users(variant_scenario))
                 for r in range(sweep.replicates):
                     res = results[a, i, r, c]
                     mine.append({"parameter": axis.parameter, "mechanism": label, "value": value, "replicate": r,

@@ -76,3 +76,120 @@ def test_a_grid_of_300_points_validates_in_seconds(tmp_path, capsys):
     started = time.monotonic()
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
     assert time.monotonic() - started < 5 * 2  # 5 s on an idle 2-core machine; twice that when it is shared
+
+
+# ---------------------------------------------------------------- the cost of run, sweep and grid, before work
+
+
+def shipped(name: str) -> dict:
+    from tests.conftest import SCENARIOS
+
+    return yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize("command", ["validate", "sweep"])
+def test_a_sweep_too_long_to_list_is_refused_in_seconds(tmp_path, capsys, command):
+    data = shipped("scaling-maxsense")
+    data["sweep"]["replicates"] = 100_000
+    data["sweep"]["axes"][0]["values"] = list(range(20, 20_020))  # 2e9 learning curves
+    line = refused(capsys, tmp_path, data, "sweep.replicates", command)
+    assert "2e+09 learning curves" in line and "over limits.files" in line
+
+
+def test_a_sweep_over_the_time_limit_names_max_users(tmp_path, capsys):
+    data = shipped("scaling-maxsense")
+    data["sweep"]["max_users"] = 10 ** 12
+    line = refused(capsys, tmp_path, data, "sweep.max_users")
+    assert "learning curves of up to" in line and "over limits.hours = 24" in line
+
+
+def test_the_full_grid_of_a_sweep_is_costed_when_asked_for(tmp_path, capsys):
+    data = shipped("scaling-maxsense")
+    data["sweep"]["max_users"] = 2 * 10 ** 7
+    data["sweep"]["axes"][0]["full_values"] = list(range(100, 200))  # ~28 hours with --full only
+    path = write_text(tmp_path, scenario_text(data))
+    assert main(["validate", str(path)]) == 0
+    code, line = one_error(capsys, ["sweep", str(path), "--full", "--out", str(tmp_path / "out")])
+    assert code == 2 and "sweep.max_users (with --full): " in line and "axes' full_values" in line
+    assert not (tmp_path / "out").exists()
+    data["sweep"]["axes"][0]["full_values"] = list(range(20, 25_020))  # 1.25e5 curves: never runnable
+    refused(capsys, tmp_path, data, "sweep.replicates")
+
+
+def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
+    # run_sweep hands the executor a generator: a 2e9-curve sweep would never be listed (limits aside)
+    import audits.sweep as sweep_module
+    from audits.io.scenario import Scenario
+
+    data = shipped("scaling-maxsense")
+    data["sweep"]["replicates"], data["sweep"]["max_users"] = 10 ** 9, 1000
+    data["limits"] = {"files": 1e12, "hours": 1e12, "memory_gb": 1e12}
+    scenario = Scenario.model_validate(data)
+    seen = []
+
+    def first_three(executor, todo):
+        assert not isinstance(todo, (list, tuple))
+        for _ in range(3):
+            seen.append(next(todo)[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "as_finished", first_three)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_module.run_sweep(scenario, executor_kind="serial")
+    assert seen == [(0, 0, 0, 0), (0, 0, 1, 0), (0, 0, 2, 0)]
+
+
+def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, monkeypatch):
+    monkeypatch.setattr("audits.io.limits.cores", lambda: 2)
+    quickstart_data["executor"] = {"kind": "processes", "workers": 256}
+    line = refused(capsys, tmp_path, quickstart_data, "executor.workers", "run")
+    assert "256 worker processes, over the machine's 2 cores" in line and "limits.processes" in line
+    quickstart_data["executor"]["workers"] = 3
+    quickstart_data["limits"] = {"processes": 3}  # raised on purpose
+    assert main(["validate", str(write_text(tmp_path, scenario_text(quickstart_data)))]) == 0
+
+
+def test_the_workers_flag_is_held_to_the_cores_too(tmp_path, capsys, quickstart_data, monkeypatch):
+    monkeypatch.setattr("audits.io.limits.cores", lambda: 2)
+    path = write_text(tmp_path, scenario_text(quickstart_data))
+    code, line = one_error(capsys, ["run", str(path), "--executor", "processes", "--workers", "8", "--out",
+                                    str(tmp_path / "out")])
+    assert code == 2 and "executor.workers (with --executor --workers): 8 worker processes" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data):
+    quickstart_data["executor"] = {"kind": "processes", "workers": 100}
+    quickstart_data["limits"] = {"processes": 100, "memory_gb": 4}
+    line = refused(capsys, tmp_path, quickstart_data, "executor.workers")
+    from audits.io.limits import GIB, PROCESS_BYTES
+
+    batch = 4096 * 100 * 8  # each process's batch of users' rows over the 100 items
+    assert f"workers {100 * (PROCESS_BYTES + batch) / GIB:.3g} GiB" in line, line
+
+
+@pytest.mark.parametrize("trials, limits, needle", [
+    (10 ** 6, {}, "1e+06 trial blocks (targets x trials / block_size), each saved as a file, over limits.files"),
+    (10 ** 7, {"files": 1e8}, "of which 27.8 hours for 1e+07 blocks"),
+])
+def test_per_block_overhead_is_costed(tmp_path, capsys, quickstart_data, trials, limits, needle):
+    quickstart_data["audit"].update(trials=trials, block_size=1)
+    quickstart_data["limits"] = limits
+    line = refused(capsys, tmp_path, quickstart_data, "audit.block_size", "run")
+    assert needle in line, line
+
+
+@pytest.mark.parametrize("panel, field", [({}, "population.n_users"), ({"n_users": 10 ** 9}, "panel.n_users")])
+def test_a_large_panel_is_blamed_on_its_size(tmp_path, capsys, panel, field):
+    data = shipped("matrix-completion-utility")
+    data["panel"] = panel
+    data["population"]["n_users"] = 10 ** 9
+    line = refused(capsys, tmp_path, data, field)
+    assert "arrival_rate" not in line and "horizon" not in line
+
+
+def test_a_grid_is_costed_as_the_sum_of_its_runs(tmp_path, capsys):
+    data = shipped("matrix-completion-rmse-vs-epsilon")
+    data["limits"] = {"hours": 0.01}  # each point is well under 36 s; the 14 together are not
+    line = refused(capsys, tmp_path, data, "grid.epsilons", "grid")
+    assert "the grid's 14 runs would take" in line and "over limits.hours = 0.01" in line

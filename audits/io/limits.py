@@ -19,14 +19,25 @@ counts so a refusal says which setting to lower:
   costing ``RUN_SECONDS`` plus ``ROUND_SECONDS`` per round (the clock and the
   engine's fixed work) plus its rating-table cells (users x items x rounds
   per user) at ``CELLS_PER_SECOND``, plus one target row per trial for the
-  other designs and each attack's scoring. The constants are set so the
-  estimate errs high on every shipped scenario; ``./dev bench estimate``
-  measures the ratio of estimated to measured time.
+  other designs and each attack's scoring, plus ``BLOCK_SECONDS`` per trial
+  block (each a task and a file); the constants are set so the estimate errs
+  high on every shipped scenario; ``./dev bench estimate`` measures the ratio
+  of estimated to measured time;
+- ``blocks`` and ``files``: trial blocks (targets x trials / block_size), each
+  saved as one progress file;
+- ``processes``: worker processes started (``executor.workers`` for a local
+  pool or local Dask cluster, else 1), each costing ``PROCESS_BYTES`` plus its
+  own copy of the state and a batch.
+
+A sweep (:func:`sweep_cost`) adds its learning curves, each costed at its
+worst case (``max_users`` users over the largest ``n_items`` of the grid), one
+file per curve; a grid (:func:`grid_cost`) is the sum of its points' runs.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -39,6 +50,19 @@ GIB = 2 ** 30
 CELLS_PER_SECOND = 2e7
 RUN_SECONDS = 0.05
 ROUND_SECONDS = 0.002
+BLOCK_SECONDS = 0.01  # a block's task, streams and progress file (measured ~5 ms on 2 cores)
+PROCESS_BYTES = 150 * 2 ** 20  # a worker process: the interpreter, numpy, scipy (measured ~120 MB)
+#: executors that start ``workers`` processes on this machine (a Dask address uses the cluster's)
+LOCAL_POOLS = ("processes", "dask")
+
+
+def cores() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
 
 class LimitsConfig(BaseModel):
     """The largest run a scenario may ask for; raise a limit to run beyond it on purpose."""
@@ -49,6 +73,9 @@ class LimitsConfig(BaseModel):
     rounds: float = Field(1e7, gt=0, description="query and release rounds of the simulated world")
     trials: float = Field(1e9, gt=0, description="trials per world x targets x attacks")
     hours: float = Field(24.0, gt=0, description="estimated run time, hours (on a 2-core machine)")
+    files: float = Field(1e5, gt=0, description="files written: one per trial block or sweep curve")
+    processes: int | None = Field(None, ge=1, description="worker processes (default: the machine's cores)")
+    ratings_gb: float = Field(1.0, gt=0, description="size of a ratings file, GiB, checked before reading it")
 
 
 def nbytes(value: Any, seen: set[int] | None = None) -> int:
@@ -89,8 +116,16 @@ def state_bytes(mechanism, world: WorldInfo) -> float | None:
     return high * (n / small[1]) ** power
 
 
-def estimate_cost(scenario, mechanism) -> dict[str, float]:
-    """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes."""
+def processes(kind: str, workers: int, address: str | None) -> int:
+    """Worker processes an executor starts on this machine."""
+    return workers if kind in LOCAL_POOLS and not (kind == "dask" and address) else 1
+
+
+def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | None = None) -> dict[str, float]:
+    """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes.
+
+    ``kind`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``).
+    """
     pop, churn, audit = scenario.population, scenario.churn, scenario.audit
     n_items = getattr(pop, "n_items", None)
     attacks = len(scenario.attack) if isinstance(scenario.attack, list) else 1
@@ -110,12 +145,46 @@ def estimate_cost(scenario, mechanism) -> dict[str, float]:
         state = state_bytes(mechanism, world)
         if state is not None:
             cost["state"] = state
-    cost["memory"] = sum(cost.get(k, 0.0) for k in ("state", "batch", "scores"))
+    ex = scenario.executor
+    cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
+    cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
+        PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
+    cost["memory"] = sum(cost.get(k, 0.0) for k in ("state", "batch", "scores", "workers"))
     world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
+    cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
+                                                                                          audit.block_size)
+    cost["files"] = cost["blocks"]
     cost["world_seconds"] = world_seconds
-    cost["audit_seconds"] = per_trial_seconds * scenario.audit.trials * scenario.audit.targets
+    cost["audit_seconds"] = per_trial_seconds * audit.trials * audit.targets + BLOCK_SECONDS * cost["blocks"]
     cost["seconds"] = cost["world_seconds"] + cost["audit_seconds"]
     return cost
+
+
+def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
+               workers: int | None = None) -> dict[str, float]:
+    """The cost of ``scenario.sweep`` (its default or ``full`` grid): every learning curve at its worst case."""
+    sweep, pop = scenario.sweep, scenario.population
+    curves = (1 + len(sweep.compare)) * sum(len(axis.grid(full)) for axis in sweep.axes) * sweep.replicates
+    n_items = max([getattr(pop, "n_items", 1)] + [max(axis.grid(full)) for axis in sweep.axes
+                                                  if axis.parameter == "population.n_items"])
+    checkpoints = sweep.checkpoints_per_decade * max(1.0, math.log10(sweep.max_users / sweep.start_users)) + 1
+    curve_seconds = (RUN_SECONDS + sweep.max_users * n_items / CELLS_PER_SECOND
+                     + (sweep.max_users / 4096 + checkpoints) * ROUND_SECONDS + BLOCK_SECONDS)
+    ex = scenario.executor
+    workers_ = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
+    world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
+    state = state_bytes(mechanism, world) or 0.0
+    per_process = state + 4096.0 * n_items * 8
+    memory = curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process) if workers_ > 1
+                                                        else 0.0)
+    return {"curves": float(curves), "files": float(curves), "processes": workers_, "memory": memory,
+            "seconds": curves * curve_seconds, "curve_seconds": curve_seconds}
+
+
+def grid_cost(costs: list[dict[str, float]]) -> dict[str, float]:
+    """The cost of a grid from its points' costs: run one after another, so time and files add up."""
+    return {"seconds": sum(c["seconds"] for c in costs), "files": sum(c["files"] for c in costs),
+            "memory": max(c["memory"] for c in costs), "processes": max(c["processes"] for c in costs)}
 
 
 def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[float, float]:
@@ -131,24 +200,70 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     return world, 2 * n_items / CELLS_PER_SECOND + scoring
 
 
-def over_limits(cost: dict[str, float], limits: LimitsConfig) -> list[tuple[str, str]]:
-    """``(field to lower, message)`` for every limit the cost exceeds."""
-    problems = []
+def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None = None) -> list[tuple[str, str]]:
+    """``(field to lower, message)`` for every limit the run's cost exceeds.
+
+    ``panel``: for a fixed cohort, the field that sets its size (``panel.n_users`` or ``population.n_users``).
+    """
+    problems = over_processes(cost["processes"], limits)  # first: more processes cost memory too
     if cost["memory"] > limits.memory_gb * GIB:
-        terms = {k: cost[k] for k in ("state", "batch", "scores") if k in cost}
+        terms = {k: cost[k] for k in ("state", "batch", "scores", "workers") if cost.get(k)}
         largest = max(terms, key=terms.get)
-        field = "audit.trials" if largest == "scores" else "population.n_items"
+        field = {"scores": "audit.trials", "workers": "executor.workers"}.get(largest, "population.n_items")
         parts = ", ".join(f"{k} {v / GIB:.3g} GiB" for k, v in terms.items())
         problems.append((field, f"the run would need about {cost['memory'] / GIB:.3g} GiB ({parts}), over "
                                 f"limits.memory_gb = {limits.memory_gb:g}"))
-    for key, what, field in (("users", "expected user arrivals (arrival_rate x horizon)", "churn.horizon"),
-                             ("rounds", "query and release rounds (horizon / intervals)", "churn.query_interval"),
-                             ("trials", "trials (trials x targets x attacks)", "audit.trials")):
+    users = (("users", "users in the panel's cohort", panel) if panel else
+             ("users", "expected user arrivals (arrival_rate x horizon)", "churn.horizon"))
+    rounds = (("rounds", "rounds (the panel's rounds and its release)", "panel.rounds") if panel else
+              ("rounds", "query and release rounds (horizon / intervals)", "churn.query_interval"))
+    for key, what, field in (users, rounds, ("trials", "trials (trials x targets x attacks)", "audit.trials")):
         if cost[key] > getattr(limits, key):
             problems.append((field, f"{cost[key]:.3g} {what}, over limits.{key} = {getattr(limits, key):.3g}"))
+    if cost["files"] > limits.files:
+        problems.append(("audit.block_size", f"{cost['files']:.3g} trial blocks (targets x trials / block_size), "
+                                             f"each saved as a file, over limits.files = {limits.files:.3g}"))
     if cost["seconds"] > limits.hours * 3600:
-        field = "audit.trials" if cost["audit_seconds"] > cost["world_seconds"] else "churn.horizon"
-        problems.append((field, f"the run would take about {cost['seconds'] / 3600:.3g} hours on 2 cores "
-                                f"(world {cost['world_seconds'] / 3600:.3g} h, audit "
-                                f"{cost['audit_seconds'] / 3600:.3g} h), over limits.hours = {limits.hours:g}"))
+        blocks = BLOCK_SECONDS * cost["blocks"]
+        field = ("audit.block_size" if blocks > cost["seconds"] / 2 else
+                 "audit.trials" if cost["audit_seconds"] > cost["world_seconds"] else
+                 panel or "churn.horizon")
+        problems.append((field, f"the run would take about {hours(cost['seconds'])} on 2 cores "
+                                f"(world {hours(cost['world_seconds'])}, audit {hours(cost['audit_seconds'])}"
+                                + (f", of which {hours(blocks)} for {cost['blocks']:.3g} blocks" if blocks else "")
+                                + f"), over limits.hours = {limits.hours:g}"))
     return problems
+
+
+def over_processes(count: float, limits: LimitsConfig) -> list[tuple[str, str]]:
+    """The refusal of more worker processes than ``limits.processes`` (default: the machine's cores)."""
+    allowed = limits.processes or cores()
+    if count <= allowed:
+        return []
+    where = f"limits.processes = {allowed}" if limits.processes else f"the machine's {allowed} cores"
+    return [("executor.workers", f"{count:.0f} worker processes, over {where}; lower executor.workers or raise "
+                                 "limits.processes on purpose")]
+
+
+def over_sweep_limits(cost: dict[str, float], limits: LimitsConfig, full: bool = False) -> list[tuple[str, str]]:
+    """``(field to lower, message)`` for every limit the sweep's cost exceeds."""
+    grid = "full_values" if full else "values"
+    what = f"sweep.replicates (or the axes' {grid})"
+    problems = over_processes(cost["processes"], limits)
+    if cost["files"] > limits.files:
+        problems.append(("sweep.replicates", f"{cost['curves']:.3g} learning curves (mechanisms x axes' {grid} x "
+                                             f"replicates), each saved as a file, over limits.files = "
+                                             f"{limits.files:.3g}; lower {what}"))
+    if cost["memory"] > limits.memory_gb * GIB:
+        problems.append(("sweep.max_users", f"the sweep would need about {cost['memory'] / GIB:.3g} GiB, over "
+                                            f"limits.memory_gb = {limits.memory_gb:g}"))
+    if cost["seconds"] > limits.hours * 3600:
+        problems.append(("sweep.max_users", f"{cost['curves']:.3g} learning curves of up to "
+                                            f"{hours(cost['curve_seconds'])} each would take about "
+                                            f"{hours(cost['seconds'])}, over limits.hours = {limits.hours:g}; "
+                                            f"lower sweep.max_users or {what}"))
+    return problems
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.3g} hours"

@@ -30,7 +30,7 @@ from ..designs import DESIGNS, DesignError
 from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
 
 from ..executors import MAX_WORKERS
-from .limits import LimitsConfig, estimate_cost, over_limits
+from .limits import LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
 
@@ -297,7 +297,8 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _mechanism_fits_the_world(self) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
-        for field, message in over_limits(estimate_cost(self, build(self.mechanism, MECHANISMS)), self.limits)[:1]:
+        cost = estimate_cost(self, build(self.mechanism, MECHANISMS))
+        for field, message in over_limits(cost, self.limits, panel=_panel_size_field(self))[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population
         if pop.kind in ("sbm", "sbm_stars", "rank_one"):
@@ -347,6 +348,11 @@ class Scenario(BaseModel):
         """Every grid value must give a valid scenario, checked before any work."""
         if self.sweep is None:
             return self
+        mechanism = build(self.mechanism, MECHANISMS)
+        full = [p for p in over_sweep_limits(sweep_cost(self, mechanism, full=True), self.limits, full=True)
+                if "files" in p[1]]  # the full grid's time is checked by `sweep --full`; its length here
+        for field, message in (over_sweep_limits(sweep_cost(self, mechanism), self.limits) + full)[:1]:
+            raise ParameterError(field, message)  # before validating each value of a grid too long to run
         data = self.model_dump(mode="json", exclude={"sweep"})
         contenders = [self.mechanism, *self.sweep.compare]
         for c, mechanism in enumerate(contenders):
@@ -378,13 +384,14 @@ class Scenario(BaseModel):
                 raise ParameterError(f"grid.attacks.{kind}", f"no mechanism of the grid is {kind!r} (the grid's: "
                                                              f"{', '.join(sorted(kinds))})")
         seen: dict[str, str] = {}
+        costs = []
         for point in grid_points(self):
             if point.name in seen:
                 raise ParameterError(point.field, f"runs into the same folder {point.name}/ as {seen[point.name]} "
                                                   "(each mechanism kind once per ε)")
             seen[point.name] = point.field
             try:
-                Scenario.model_validate(point.data, context=info.context)
+                one = Scenario.model_validate(point.data, context=info.context)
             except ValidationError as exc:
                 problem = exc.errors()[0]
                 where = ".".join(str(p) for p in problem["loc"])
@@ -393,6 +400,13 @@ class Scenario(BaseModel):
                 eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
                 raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
                                                   f"{error if error is not None else problem['msg']}") from None
+            costs.append(estimate_cost(one, build(one.mechanism, MECHANISMS)))
+        total = grid_cost(costs)
+        for key, limit, what in (("seconds", self.limits.hours * 3600, "hours"), ("files", self.limits.files, "files")):
+            if total[key] > limit:
+                amount = f"{total[key] / 3600:.3g} hours" if key == "seconds" else f"{total[key]:.3g} files"
+                raise ParameterError("grid.epsilons", f"the grid's {len(costs)} runs would take {amount} together, "
+                                                      f"over limits.{what} = {getattr(self.limits, what):g}")
         return self
 
     def fingerprint(self) -> str:
@@ -524,6 +538,28 @@ def with_parameter(data: dict, dotted: str, value) -> dict:
         raise KeyError(dotted)
     node[leaf] = value
     return data
+
+
+def command_problems(scenario: Scenario, command: str, kind: str | None = None, workers: int | None = None,
+                     full: bool = False) -> list[tuple[str, str]]:
+    """``(field, message)`` for every limit ``recaudit COMMAND`` would exceed with the command line's
+    ``--executor``/``--workers``/``--full`` (validation checked the scenario as written)."""
+    mechanism = build(scenario.mechanism, MECHANISMS)
+    if command == "sweep":
+        return over_sweep_limits(sweep_cost(scenario, mechanism, full, kind, workers), scenario.limits, full)
+    if command == "grid":
+        points = [Scenario.model_validate(p.data, context={"base_dir": getattr(scenario, "_base_dir", None)})
+                  for p in grid_points(scenario)]
+        return [problem for point in points for problem in command_problems(point, "run", kind, workers)][:1]
+    return over_limits(estimate_cost(scenario, mechanism, kind, workers), scenario.limits,
+                       panel=_panel_size_field(scenario))
+
+
+def _panel_size_field(scenario: Scenario) -> str | None:
+    """The field that sets a panel's cohort (None without a panel)."""
+    if scenario.panel is None:
+        return None
+    return "panel.n_users" if scenario.panel.n_users else "population.n_users"
 
 
 def load_scenario(path: str | Path) -> Scenario:
