@@ -24,12 +24,14 @@ from mechanisms.errors import BadInput
 from simulator.engine import run_protocol
 from simulator.neighbours import TargetPair, policy_for
 from simulator.population import POPULATIONS
+from simulator.ratings import ratings_limit
 from simulator.seeds import child_seed, stream
 from simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
 from .designs.base import saved_scores
 from .executors import open_executor
+from .io.limits import GIB
 from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.pvalues import holm_adjust
@@ -109,7 +111,8 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     begun = time.time()
     base_dir = getattr(scenario, "_base_dir", None)
     root = np.random.SeedSequence(scenario.seed)
-    population = build(scenario.population, POPULATIONS, base_dir)
+    with ratings_limit(scenario.limits.ratings_gb * GIB):
+        population = build(scenario.population, POPULATIONS, base_dir)
     mechanism = build(scenario.mechanism, MECHANISMS)
     attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
     churn = build_schedule(scenario, mechanism, population)

@@ -24,9 +24,12 @@ held-out ratings and the original ids of every row and column.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import io
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -45,12 +48,56 @@ _CHUNK_ROWS = 1_000_000  # rows per chunk when locating a bad line (bounded memo
 _BLOCK_BYTES = 1 << 24
 
 
+#: longest problem text of an error line; longer ones (a whole bad line echoed) are cut
+MAX_PROBLEM_CHARS = 300
+#: the largest ratings file read, in bytes, checked before reading (a scenario's ``limits.ratings_gb``)
+max_bytes: contextvars.ContextVar[int] = contextvars.ContextVar("ratings_max_bytes", default=2 ** 30)
+
+
 class RatingsFileError(ParameterError):
     """A bad ratings file: ``file:line: problem`` on one line (``field`` is ``path`` for scenarios)."""
 
     def __init__(self, path: Path | str, problem: str, line: int | None = None):
         self.file, self.line = str(path), line
+        if len(problem) > MAX_PROBLEM_CHARS:
+            problem = f"{problem[:MAX_PROBLEM_CHARS - 60]}... (cut: {len(problem):,} characters)"
         super().__init__("path", f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
+
+
+@contextlib.contextmanager
+def ratings_limit(limit_bytes: float):
+    """Ratings files larger than ``limit_bytes`` are refused, within the block."""
+    token = max_bytes.set(int(limit_bytes))
+    try:
+        yield
+    finally:
+        max_bytes.reset(token)
+
+
+def check_readable(path: Path) -> None:
+    """Refuse, in one line naming the file, a path that is missing, not a file, unreadable, or larger than
+    :data:`max_bytes` — before reading any of it."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ParameterError("path", f"ratings file not found: {path}") from None
+    except OSError as exc:
+        raise RatingsFileError(path, f"cannot read it ({exc.strerror or type(exc).__name__})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise RatingsFileError(path, "is a directory, not a ratings file")
+    if not stat.S_ISREG(info.st_mode):
+        raise RatingsFileError(path, "is not a regular file")
+    limit = max_bytes.get()
+    if info.st_size > limit:
+        raise RatingsFileError(path, f"is {info.st_size / 2 ** 30:.3g} GiB, over limits.ratings_gb = "
+                                     f"{limit / 2 ** 30:.3g} (checked before reading; raise it on purpose)")
+    try:
+        with open(path, "rb"):
+            pass
+    except PermissionError:
+        raise RatingsFileError(path, "permission denied") from None
+    except OSError as exc:
+        raise RatingsFileError(path, f"cannot read it ({exc.strerror or type(exc).__name__})") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,8 +201,19 @@ def _named_layout(path: Path, fmt: str, sep: str, names: tuple[str, ...], need: 
         raise RatingsFileError(path, f"header repeats a column name: {text}", 1)
     missing = sorted(set(need) - set(names))
     if missing:
-        raise RatingsFileError(path, f"missing columns {missing} (need {','.join(need)})")
+        raise RatingsFileError(path, f"missing columns {missing} (need {','.join(need)}){_separator_hint(text, sep)}",
+                               1)
     return _Layout(fmt, sep, True, names, *need)
+
+
+def _separator_hint(text: str, sep: str) -> str:
+    """Which separator the line seems to use, when it is not ``sep``."""
+    for other, name in ((",", "commas"), ("\t", "tabs"), ("::", "'::'"), (";", "semicolons"), ("|", "'|'"),
+                        (" ", "spaces")):
+        if other != sep and len(text.split(other)) >= 3:
+            wanted = {",": "commas", "\t": "tabs", "::": "'::'"}.get(sep, repr(sep))
+            return f"; the line's fields are separated by {name}, this format's by {wanted}"
+    return ""
 
 
 def _csv_kind(path: Path, header: str) -> str:
@@ -165,7 +223,8 @@ def _csv_kind(path: Path, header: str) -> str:
     if {"user", "item", "rating"} <= names or not names & {"userId", "movieId"}:
         return "csv"
     missing = sorted({"userId", "movieId", "rating"} - names)
-    raise RatingsFileError(path, f"missing columns {missing} (need userId,movieId,rating)")
+    raise RatingsFileError(path, f"missing columns {missing} (need userId,movieId,rating)"
+                                 f"{_separator_hint(header, ',')}", 1)
 
 
 # ---------------------------------------------------------------- parsing
@@ -230,8 +289,7 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
     path = Path(path)
     if format not in FORMATS:
         raise ParameterError("format", f"must be one of {', '.join(FORMATS)}")
-    if not path.is_file():
-        raise ParameterError("path", f"ratings file not found: {path}")
+    check_readable(path)
     layout = _layout(path, format)
     try:
         frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # csv: infer id types over whole columns
@@ -541,10 +599,9 @@ def load_ratings_cached(path: Path | str, **options) -> RatingsData:
     """``load_ratings``, remembered for the last two (file, size, mtime, options): validating a
     scenario and then running it parse the file once."""
     path = Path(path).resolve()
-    if not path.is_file():
-        raise ParameterError("path", f"ratings file not found: {path}")
-    stat = path.stat()
-    return _cached(str(path), stat.st_size, stat.st_mtime_ns, tuple(sorted(options.items())))
+    check_readable(path)
+    info = path.stat()
+    return _cached(str(path), info.st_size, info.st_mtime_ns, tuple(sorted(options.items())))
 
 
 # ---------------------------------------------------------------- writing (tests, benchmarks)

@@ -193,3 +193,61 @@ def test_a_grid_is_costed_as_the_sum_of_its_runs(tmp_path, capsys):
     data["limits"] = {"hours": 0.01}  # each point is well under 36 s; the 14 together are not
     line = refused(capsys, tmp_path, data, "grid.epsilons", "grid")
     assert "the grid's 14 runs would take" in line and "over limits.hours = 0.01" in line
+
+
+# ---------------------------------------------------------------- ratings files: one line naming the file
+
+
+def ratings_scenario(tmp_path, name: str, limits: dict | None = None) -> str:
+    return (f"name: f\nseed: 1\npopulation:\n  kind: ratings_file\n  path: {name}\n"
+            "mechanism: {kind: maxsense, epsilon: 1.0}\n" + (f"limits: {limits}\n" if limits else ""))
+
+
+def ratings_refused(capsys, tmp_path, name: str, limits: dict | None = None) -> str:
+    line = refused(capsys, tmp_path, ratings_scenario(tmp_path, name, limits), "population.path")
+    assert f"{tmp_path / name}" in line
+    return line
+
+
+def test_a_ratings_file_over_the_size_limit_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    with open(tmp_path / "big.csv", "wb") as f:
+        f.truncate(2 * 2 ** 30)  # 2 GiB of holes: nothing is written, and nothing may be read
+    monkeypatch.setattr("simulator.ratings._layout", lambda *a: pytest.fail("the file was read"))
+    line = ratings_refused(capsys, tmp_path, "big.csv")
+    assert "is 2 GiB, over limits.ratings_gb = 1" in line
+    line = ratings_refused(capsys, tmp_path, "big.csv", {"ratings_gb": 1.5})
+    assert "over limits.ratings_gb = 1.5" in line
+
+
+def test_a_directory_is_not_a_missing_file(tmp_path, capsys):
+    (tmp_path / "ratings").mkdir()
+    assert "is a directory, not a ratings file" in ratings_refused(capsys, tmp_path, "ratings")
+
+
+def test_an_unreadable_file_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "r.csv").write_text("user,item,rating\na,b,4\n")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("simulator.ratings.open", denied, raising=False)  # root may read anything: pretend
+    assert ratings_refused(capsys, tmp_path, "r.csv").endswith("r.csv: permission denied")
+
+
+def test_a_file_not_in_utf8_is_refused_with_its_line(tmp_path, capsys):
+    (tmp_path / "r.csv").write_bytes(b"user,item,rating\na,b,4\nc,\xe9,3\n")
+    assert re.search(r"r\.csv:3: not UTF-8 text", ratings_refused(capsys, tmp_path, "r.csv"))
+
+
+@pytest.mark.parametrize("text, sep", [("user item rating\na b 4\n", "spaces"), ("1 2 4 9\n1 3 4 9\n", "spaces"),
+                                       ("userId;movieId;rating\n1;2;4\n", "semicolons")])
+def test_the_wrong_separator_is_named_with_the_line(tmp_path, capsys, text, sep):
+    (tmp_path / "r.csv").write_text(text)
+    line = ratings_refused(capsys, tmp_path, "r.csv")
+    assert re.search(rf"r\.csv:1: missing columns .*separated by {sep}, this format's by commas", line), line
+
+
+def test_a_huge_bad_line_is_cut_to_a_readable_length(tmp_path, capsys):
+    (tmp_path / "r.csv").write_text("user,item,rating\na,b,4\nc,d," + "9" * 5_000_000 + "x\n")
+    line = ratings_refused(capsys, tmp_path, "r.csv")
+    assert len(line) < 600 and "(cut: " in line

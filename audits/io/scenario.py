@@ -25,12 +25,13 @@ from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.churn import Churn
 from simulator.schedules import Panel
 from simulator.population import POPULATIONS
+from simulator.ratings import ratings_limit
 
 from ..designs import DESIGNS, DesignError
 from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
 
 from ..executors import MAX_WORKERS
-from .limits import LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
+from .limits import GIB, LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
 
@@ -285,6 +286,17 @@ class Scenario(BaseModel):
     sweep: SweepConfig | None = None
     grid: GridConfig | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ratings_files_within_the_limit(cls, data: Any, handler):
+        """Ratings files are read while validating: their size is held to ``limits.ratings_gb`` first."""
+        try:
+            limit = LimitsConfig.model_validate((data or {}).get("limits") or {}).ratings_gb
+        except (ValidationError, AttributeError):  # reported where it is, by the limits field
+            limit = LimitsConfig().ratings_gb
+        with ratings_limit(limit * GIB):
+            return handler(data)
 
     @field_validator("name")
     @classmethod
