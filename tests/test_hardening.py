@@ -73,9 +73,9 @@ def test_a_grid_of_300_points_validates_in_seconds(tmp_path, capsys):
     data = yaml.safe_load((SCENARIOS / "matrix-completion-rmse-vs-epsilon.yaml").read_text())
     data["grid"]["epsilons"] = [round(0.1 + 0.01 * i, 4) for i in range(100)]  # x 3 mechanisms = 300 points
     path = write_text(tmp_path, scenario_text(data))
-    started = time.monotonic()
+    started = time.process_time()  # CPU seconds: the machine may be shared
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
-    assert time.monotonic() - started < 5 * 2  # 5 s on an idle 2-core machine; twice that when it is shared
+    assert time.process_time() - started < 5
 
 
 # ---------------------------------------------------------------- the cost of run, sweep and grid, before work
