@@ -35,6 +35,7 @@ from .io.limits import GIB
 from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
 from .stats.pvalues import holm_adjust
+from .stats.reach import pair_reach
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
 
@@ -51,6 +52,8 @@ class TestOutcome:
     worlds: np.ndarray | None = None  # one-run: each canary's world
     adjusted_p_value: float = float("nan")
     verdict: str = ""
+    #: how far the pair really moves the white-box statistics (``audits.stats.reach``), when measured
+    reach: dict | None = None
 
     __test__ = False  # not a pytest class
 
@@ -121,18 +124,20 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     claim = mechanism.claim_for(churn.queries_per_user)
     design = DESIGNS[cfg.design_name]()
     estimator = build_estimator(cfg)
-    policy = policy_for(claim, mechanism)
+    policy = policy_for(claim, mechanism, cfg.pair)
     world_seed = child_seed(root, "world")
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")
+    view = cfg.view or claim.view
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
-                   claim, cfg.view or claim.view, churn.queries_per_user, entropy, world_entropy,
-                   cfg.insert_tick or 1)
+                   claim, view, churn.queries_per_user, entropy, world_entropy, cfg.insert_tick or 1,
+                   tuple(getattr(c, "view", None) or view for c in attack_configs))
 
     inserted = design.inserts(job, policy, cfg.trials)
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
-    recorder = _ProgressRecorder(report, churn.horizon, **recording_needs(mechanism, population, job.view))
+    recorder = _ProgressRecorder(report, churn.horizon, **recording_needs(mechanism, population, job.view),
+                                 statistics="statistics" in job.attack_views)
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     utility = measure_utility(mechanism, population, catalogue, transcript)
@@ -148,9 +153,15 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
                            progress, report)
     audit_seconds = time.time() - begun - world_seconds
 
-    tests = judge([(pair, run["scores"][a], run.get("worlds"), attack_cfg.kind)
-                   for pair, run in zip(output.pairs, output.runs) for a, attack_cfg in enumerate(attack_configs)],
+    labels = [attack_label(c) for c in attack_configs]
+    tests = judge([(pair, run["scores"][a], run.get("worlds"), labels[a])
+                   for pair, run in zip(output.pairs, output.runs) for a in range(len(attack_configs))],
                   estimator, claim, cfg.alpha)
+    reach = [run["reach"][a] if "reach" in run else None for run in output.runs for a in range(len(attack_configs))]
+    laws = {law for law, _ in getattr(mechanism, "statistic_noise", dict)().values()}
+    for test, measured in zip(tests, reach):
+        if measured is not None and len(laws) == 1:
+            test.reach = pair_reach(next(iter(laws)), measured, claim, test.estimate.epsilon_lb)
     verdict = overall_verdict(tests, claim)
 
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),
@@ -162,6 +173,12 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
     return AuditResult(scenario, claim, design.name, tests, verdict, utility, world, timing, started=started)
+
+
+def attack_label(config) -> str:
+    """An attack's name in the report: its kind, and the view it reads when the scenario sets one."""
+    view = getattr(config, "view", None)
+    return config.kind if view is None else f"{config.kind} ({view})"
 
 
 def judge(runs: list[tuple], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:

@@ -261,6 +261,15 @@ class Mechanism(ABC):
         """What each user of a batch computes for itself when it is done (None: nothing)."""
         return None
 
+    def statistics(self, state: Any) -> dict[str, np.ndarray] | None:
+        """The noisy statistics the privacy proof is about, everything released so far (None: not modelled).
+
+        The white-box ``statistics`` view. Mechanisms that give it also say how it is noised
+        (``statistic_noise``: name -> ("gaussian" | "laplace", published scale)) and what an audited row
+        adds to it given a run's published history (``white_box_means(rows, statistics, rounds)``).
+        """
+        return None
+
     def take_queries(self, queries: Any, index: np.ndarray | slice) -> Any:
         """Rows ``index`` of a batch of queries (arrays indexed on axis 0)."""
         return queries[index]

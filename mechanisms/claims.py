@@ -12,7 +12,9 @@ Unit = Literal["rating", "user"]
 #: ``replace_private``: the user's private ratings (which items, and their values) change, its public ones stay
 #: (selective privacy, SP2: only the ratings a user keeps on its device are protected)
 Neighbouring = Literal["replace", "add_remove", "replace_likes", "replace_private"]
-ViewKind = Literal["messages", "releases", "others", "target"]
+#: ``statistics`` is the white-box view: the noisy statistics a central or joint proof is about (stronger than
+#: ``releases`` and ``others``, which are post-processing of it plus other users' own data)
+ViewKind = Literal["messages", "releases", "others", "target", "statistics"]
 
 PROTECTED_VIEW: dict[str, ViewKind] = {
     "local": "messages",

@@ -40,7 +40,7 @@ from annotated_types import Ge, Gt, Lt
 
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import ParameterError, Mechanism, UserBatch, WorldInfo
-from .matrix_completion import clip_rows, gram, symmetric_gaussian
+from .matrix_completion import clip_rows, gram, symmetric_gaussian, upper
 
 
 def tree_levels(ticks: int) -> int:
@@ -70,6 +70,8 @@ class CovarianceState:
     running: np.ndarray | None = None  # naive: the exact running sum
     open_nodes: list = field(default_factory=list)  # tree: per level, the exact sum of the node being filled
     noisy_nodes: list = field(default_factory=list)  # tree: per level, the latest completed node with its noise
+    #: every noisy statistic released so far, as (upper triangle, when): the white-box view
+    released: list = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +148,26 @@ class ContinualCovariance(Mechanism):
     def publish(self, state: CovarianceState) -> dict[str, Any]:
         return {"covariance": state.release.copy(), "tick": state.tick}
 
+    # ------------------------------------------------------------ the white box
+
+    def statistics(self, state: CovarianceState) -> dict[str, np.ndarray]:
+        """Every noisy statistic released so far (upper triangles, ``noisy``) and which ticks each sums
+        (``first``, ``last``): the naive server's releases, or the tree's completed nodes."""
+        values = [v for v, _, _ in state.released]
+        n = state.n_items * (state.n_items + 1) // 2
+        return {"noisy": np.array(values).reshape(len(values), n),
+                "first": np.array([f for _, f, _ in state.released]), "last": np.array([l for _, _, l in state.released])}
+
+    def statistic_noise(self) -> dict[str, tuple[str, float]]:
+        return {"noisy": ("gaussian", self.sigma)}
+
+    def white_box_means(self, rows: UserBatch, statistics: dict, rounds) -> dict[str, np.ndarray]:
+        """``upper(x xᵀ)`` of each row (clipped) in every statistic whose ticks hold its answer tick ``rounds``."""
+        x = clip_rows(rows.ratings.astype(float), self.row_bound).toarray()
+        tick = np.asarray(rounds)[:, None]
+        holds = (np.asarray(statistics["first"]) <= tick) & (tick <= np.asarray(statistics["last"]))
+        return {"noisy": holds[..., None] * upper(x[:, :, None] * x[:, None, :])[:, None, :]}
+
     @abstractmethod
     def release_noise_covariance(self, ticks) -> np.ndarray:
         """Covariance of the noise one matrix entry gets in the releases at ``ticks`` (public: σ and the schedule)."""
@@ -180,6 +202,7 @@ class NaiveContinualCovariance(ContinualCovariance, kind="continual_covariance_n
     def _advance(self, state, rng) -> None:
         state.running = state.increment.copy() if state.running is None else state.running + state.increment
         state.release = state.running + symmetric_gaussian(state.n_items, self.sigma, rng)
+        state.released.append((upper(state.release), 1, state.tick))
 
 
 @dataclass
@@ -212,5 +235,6 @@ class TreeContinualCovariance(ContinualCovariance, kind="continual_covariance_tr
             state.open_nodes[level] += state.increment
             if t % (1 << level) == 0:  # node (level, t / 2^level - 1) completes: noise it once
                 state.noisy_nodes[level] = state.open_nodes[level] + symmetric_gaussian(n, self.sigma, rng)
+                state.released.append((upper(state.noisy_nodes[level]), t - (1 << level) + 1, t))
                 state.open_nodes[level] = np.zeros((n, n))
         state.release = sum((state.noisy_nodes[level] for level, _ in nodes_summed(t)), np.zeros((n, n)))

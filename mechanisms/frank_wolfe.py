@@ -30,6 +30,7 @@ from annotated_types import Ge, Gt, Lt
 from scipy import sparse
 
 from .base import ParameterError, UserBatch, WorldInfo
+from . import frank_wolfe_runs as runs
 from .matrix_completion import GramCompletion, GramState, LowRankRows, symmetric_gaussian, top_eigenpair
 
 
@@ -40,6 +41,7 @@ class FrankWolfeState(GramState):
     eigenvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (t,): λ̂_t
     shifted: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (t,): λ̂'_t, the step's denominators
     unnoised: np.ndarray | None = None  # (t, n): every round's exact top eigenvector (leaky twin only)
+    noisy: list = field(default_factory=list)  # every round's noisy Ŵ, upper triangle (the white-box statistic)
 
 
 @dataclass
@@ -109,19 +111,25 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
     def _end_round(self, state: FrankWolfeState, rng: np.random.Generator) -> FrankWolfeState:
         n = state.world.n_items
         if self.eigen == "exact":
-            value, v = top_eigenpair(state.gram + symmetric_gaussian(n, self.noise.spent, rng))
+            noisy = state.gram + symmetric_gaussian(n, self.noise.spent, rng)
+            state.noisy.append(runs.upper(noisy))
+            value, v = top_eigenpair(noisy)
         else:
             value, v = self._oja(state.blocks, n, rng)
         if self.leak_unnoised:
             state.unnoised = np.vstack([state.unnoised, top_eigenpair(state.gram)[1]])
         eigenvalue = math.sqrt(max(value, 0.0))
-        shift = self.shift_scale * math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 \
-            if self.noise_on else 0.0
+        shift = self.eigen_shift(n)
         state.basis = np.vstack([state.basis, v])
         state.eigenvalues = np.append(state.eigenvalues, eigenvalue)
         state.shifted = np.append(state.shifted, max(eigenvalue + shift, 1e-12))
         state.gram, state.blocks = np.zeros((n, n)), []
         return state
+
+    def eigen_shift(self, n: int) -> float:
+        """The eigenvalue shift ``sqrt(σ log(n/β)) n^{1/4}`` (times ``shift_scale``; 0 without noise)."""
+        return self.shift_scale * math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 \
+            if self.noise_on else 0.0
 
     def _oja(self, blocks: list, n: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
         """Algorithm 2 (private Oja): Γ noisy power steps on ``AᵀA`` with matrix–vector products only."""
@@ -135,6 +143,30 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
             v /= np.linalg.norm(v)
         v *= np.sign(v[np.argmax(np.abs(v))])
         return float(np.linalg.norm(a @ v) ** 2 + rng.normal(0.0, sigma)), v
+
+    # ------------------------------------------------------------ the white box
+
+    def statistics(self, state: FrankWolfeState) -> dict[str, np.ndarray] | None:
+        """Every round's noisy Gram (upper triangle, ``gram``) and the eigenpairs published from it (exact only;
+        private Oja's statistics are its noisy power steps, not modelled)."""
+        if self.eigen != "exact":
+            return None
+        return {"gram": np.array(state.noisy), "basis": state.basis.copy(), "shifted": state.shifted.copy(),
+                "bound": np.array([self._nuclear_bound(state)])}
+
+    def statistic_noise(self) -> dict[str, tuple[str, float]]:
+        return {"gram": ("gaussian", self.noise.sigma)}
+
+    def white_box_means(self, rows: UserBatch, statistics: dict, rounds=None) -> dict[str, np.ndarray]:
+        """``upper(A_tᵀA_t)`` of ``rows`` (one per run, or one for all) in every round, given each run's published
+        eigenpairs and nuclear bound (public: the cohort's size)."""
+        a = runs.residuals(self, rows, np.asarray(statistics["basis"]), np.asarray(statistics["shifted"]),
+                           np.asarray(statistics["bound"])[:, 0])
+        return {"gram": runs.upper(a[..., :, None] * a[..., None, :])}
+
+    def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``n_runs`` runs on the panel ``rows`` at once (``mechanisms.frank_wolfe_runs``): their statistics."""
+        return runs.panel_runs(self, rows, n_runs, rng)
 
     def publish(self, state: FrankWolfeState) -> dict[str, np.ndarray]:
         """The published eigenpairs: ``basis`` (v̂_t as rows) and ``eigenvalues`` (λ̂_t)."""

@@ -115,6 +115,12 @@ def symmetric_gaussian(n: int, sigma: float, rng: np.random.Generator) -> np.nda
     return upper + np.triu(upper, 1).T
 
 
+def upper(matrices: np.ndarray) -> np.ndarray:
+    """The upper triangle (with the diagonal) of the last two axes, flattened: the entries symmetric noise draws."""
+    i, j = np.triu_indices(matrices.shape[-1])
+    return matrices[..., i, j]
+
+
 def top_eigenpair(matrix: np.ndarray) -> tuple[float, np.ndarray]:
     """Largest eigenvalue of a symmetric matrix and its unit eigenvector (sign fixed: largest entry > 0).
 

@@ -46,7 +46,7 @@ from scipy import sparse
 
 from .accounting import Composition, GaussianRelease, LaplaceRelease
 from .base import ParameterError, Mechanism, UserBatch, WorldInfo
-from .matrix_completion import LowRankRows, gram
+from .matrix_completion import LowRankRows, gram, upper
 from .reference import analytic_gaussian_sigma
 
 #: budget shares of the six measurements before the Cov/Wgt split (the paper's 0.02 / 0.19 / 0.79)
@@ -292,6 +292,48 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         cleaned = clean(_symmetric(m["Cov"], n), _symmetric(m["Wgt"], n), self.clean_beta)
         return Release(m, G, mavg, cleaned, top_factors(cleaned, self.rank))
 
+    # ------------------------------------------------------------------ the white box
+
+    def statistics(self, state: McSherryMironovState) -> dict[str, np.ndarray] | None:
+        """The six noisy measurements of the last release (the cleaning and factors are post-processing)."""
+        return None if state.release is None else {k: v.copy() for k, v in state.release.measurements.items()}
+
+    def statistic_noise(self) -> dict[str, tuple[str, float]]:
+        return {k: (self.noise, scale) for k, scale in self.noise_scales().items()}
+
+    def white_box_means(self, rows: UserBatch, statistics: dict, rounds=None) -> dict[str, np.ndarray]:
+        """What each row adds to the per-item measurements given each run's published ``MAvg``: ``MSum``,
+        ``MCount``, ``Cov`` (``w r̂ r̂ᵀ``) and ``Wgt`` (``w e eᵀ``), upper triangles. The global ``GSum`` and
+        ``GCount`` are left out: every user adds to them, so their likelihood ratio needs the others' totals."""
+        values, mask = (np.asarray(a, float) for a in _dense(self, rows))
+        _, mavg = self._effects(statistics)
+        centred = _centred_dense(self, values, mask, mavg)
+        weight = self.weights(sparse.csr_array(mask))[:, None]
+        return {"MSum": values + 0 * mavg, "MCount": mask + 0 * mavg,
+                "Cov": weight * upper(centred[..., :, None] * centred[..., None, :]),
+                "Wgt": weight * upper(mask[:, :, None] * mask[:, None, :]) + 0 * mavg[..., :1]}
+
+    def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``n_runs`` releases of the panel ``rows`` at once: their six noisy measurements (runs on axis 0).
+
+        The draws are the engine's for one run (``release``): the same order and shapes with a runs axis."""
+        values, mask = _dense(self, rows)
+        scales = self.noise_scales(self.spent_theta)
+        m: dict[str, np.ndarray] = {}
+        m["GSum"] = values.sum() + self._noise((n_runs, 1), scales["GSum"], rng)
+        m["GCount"] = mask.sum() + self._noise((n_runs, 1), scales["GCount"], rng)
+        m["MSum"] = values.sum(axis=0) + self._noise((n_runs, values.shape[1]), scales["MSum"], rng)
+        m["MCount"] = mask.sum(axis=0) + self._noise((n_runs, values.shape[1]), scales["MCount"], rng)
+        _, mavg = self._effects(m)
+        centred = _centred_dense(self, values[None], mask[None], mavg[:, None, :]) * np.sqrt(
+            self.weights(sparse.csr_array(mask)))[:, None]
+        cov = upper(np.swapaxes(centred, 1, 2) @ centred)
+        root = mask * np.sqrt(self.weights(sparse.csr_array(mask)))[:, None]
+        wgt = upper(root.T @ root)
+        m["Cov"] = cov + self._noise(cov.shape, scales["Cov"], rng)
+        m["Wgt"] = wgt + self._noise((n_runs, wgt.size), scales["Wgt"], rng)
+        return m
+
     def noisy_measurements(self, release: Release) -> list[tuple[np.ndarray, str, float]]:
         """(values, noise kind, published scale) of every measurement: what an attack can model."""
         scales = self.noise_scales()
@@ -299,11 +341,18 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 
     def global_effects(self, m: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
         """``G`` and ``MAvg`` from the noisy sums and counts (guarded against tiny noisy counts, clipped)."""
+        G, mavg = self._effects(m)
+        return float(G), mavg
+
+    def _effects(self, m: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``global_effects`` of one release, or of many with runs on axis 0."""
         mid = (self.min_rating + self.max_rating) / 2
-        G = float(m["GSum"][0] / m["GCount"][0]) if m["GCount"][0] >= 1 else mid
-        G = min(max(G, self.min_rating), self.max_rating)
+        count = np.asarray(m["GCount"])[..., 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            G = np.clip(np.where(count >= 1, np.asarray(m["GSum"])[..., 0] / count, mid), self.min_rating,
+                        self.max_rating)
         den = np.maximum(m["MCount"] + self.beta_m, 1.0)
-        mavg = np.clip((m["MSum"] + self.beta_m * G) / den, self.min_rating, self.max_rating)
+        mavg = np.clip((m["MSum"] + self.beta_m * G[..., None]) / den, self.min_rating, self.max_rating)
         return G, mavg
 
     def _clipped(self, ratings: sparse.csr_array) -> sparse.csr_array:
@@ -345,6 +394,19 @@ class McSherryMironovPerUserClaim(McSherryMironov, kind="mcsherry_mironov_per_us
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _dense(mech: McSherryMironov, rows: UserBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Clipped ratings and the rated mask of a few rows, dense (users x items)."""
+    ratings = mech._clipped(sparse.csr_array(rows.ratings, dtype=float))
+    return ratings.toarray(), _pattern(ratings).toarray()
+
+
+def _centred_dense(mech: McSherryMironov, values: np.ndarray, mask: np.ndarray, mavg: np.ndarray) -> np.ndarray:
+    """``r̂`` of dense rows against ``MAvg`` (axes broadcast: runs, users, items); 0 off the rated items."""
+    deviation = (values - mavg) * mask
+    offset = deviation.sum(axis=-1, keepdims=True) / (mask.sum(axis=-1, keepdims=True) + mech.beta_p)
+    return np.clip(values - mavg - offset, -mech.clamp, mech.clamp) * mask
 
 
 def _pattern(ratings: sparse.csr_array) -> sparse.csr_array:

@@ -151,6 +151,8 @@ class ProtocolRun:
 
     def release(self, now: float) -> None:
         self.recorder.releases.append(Release(now, self.users_seen, self.mechanism.publish(self.state)))
+        if self.recorder.keep_statistics:
+            self.recorder.statistics = self.mechanism.statistics(self.state)
 
     def finish(self) -> Transcript:
         """Every user still present is done: personal outputs, then the transcript."""

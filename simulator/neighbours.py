@@ -329,6 +329,65 @@ class PrivateReplace(NeighbourPolicy):
         return TargetPair(batch(rows0, priv0), batch(rows1, priv1))
 
 
+def reserved_items(population, catalogue: Catalogue, n: int, per_user: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """(n, per_user) distinct items per audited user: the population's canary items (no user of the world
+    rates them: each audited user's effect is isolated) when it has enough, else random distinct items."""
+    reserved = np.asarray(getattr(population, "canary_item_ids", lambda: np.zeros(0, np.int64))(), np.int64)
+    if reserved.size >= per_user:
+        if reserved.size >= n * per_user:
+            return reserved[:n * per_user].reshape(n, per_user)
+        return np.stack([rng.choice(reserved, per_user, replace=False) for _ in range(n)])
+    if catalogue.n_items < per_user:
+        raise PairError(f"the catalogue has {catalogue.n_items} items; the pair needs {per_user} per user")
+    return np.argsort(rng.random((n, catalogue.n_items)), axis=1)[:, :per_user]
+
+
+class SingleItemReplace(UserReplace):
+    """User-level, replace-one: world 0's target rates one item, world 1's another, at the largest magnitude.
+
+    For mechanisms that add up second moments (``Σ x xᵀ`` noised on its upper triangle) this pair reaches
+    the most an orthogonal pair of rows of norm ``L`` can move it: ``√2·L²``, in two diagonal entries. With a
+    population that reserves ``canary_items`` the two items are rated by no one else, so the target's
+    effect on the white-box statistics is isolated from everyone's (``reserved_items``).
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the single-item pair is for designs that run the protocol")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 2, rng)
+        value = np.full(n, float(getattr(population, "max_rating", 1.0)))
+
+        def rows(column):
+            return UserBatch.from_coo(np.arange(n), items[:, column], value, value > 0, (n, catalogue.n_items))
+
+        return TargetPair(rows(0), rows(1))
+
+
+class SingleFlip(RatingReplace):
+    """Rating-level, replace-one: the target rates two items at the largest magnitude; one rating flips sign.
+
+    World 1 rates both at ``+max``, world 0 the first at ``−max``: a sum moves by twice the magnitude (its
+    whole range when ratings span ``[−max, max]``) and a product of the two centred ratings changes sign.
+    On the population's ``canary_items`` (see :func:`reserved_items`) the effect is isolated.
+    """
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the single-flip pair is for designs that run the protocol")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 2, rng)
+        top = float(getattr(population, "max_rating", 1.0))
+        users = np.repeat(np.arange(n), 2)
+
+        def rows(first):
+            values = np.tile([first, top], n)
+            return UserBatch.from_coo(users, items.ravel(), values, values > 0, (n, catalogue.n_items))
+
+        return TargetPair(rows(-top), rows(top))
+
+
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
     ("user", "replace_likes"): LikesReplace(),
@@ -339,17 +398,22 @@ POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
 #: pairs a mechanism may ask for (``Mechanism.audit_pair``), each within the neighbouring of its claim
 PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportReplace(),
                                              "star_pattern": StarPatternReplace(),
-                                             "private_replace": PrivateReplace()}
+                                             "private_replace": PrivateReplace(),
+                                             "single_item": SingleItemReplace(),
+                                             "single_flip": SingleFlip()}
 
 
-def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None) -> NeighbourPolicy:
+def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None, pair: str | None = None) -> NeighbourPolicy:
     """The policy for the claim's unit and neighbouring; the error lists what exists.
 
-    A mechanism may name, in ``audit_pair``, a policy of :data:`PAIR_POLICIES`
-    that builds its worst pairs; it must cover the claim's unit and neighbouring.
+    ``pair`` (an audit's choice), else the mechanism's ``audit_pair``, may name a
+    policy of :data:`PAIR_POLICIES` that builds its worst pairs; it must cover
+    the claim's unit and neighbouring.
     """
-    special = getattr(mechanism, "audit_pair", None)
+    special = pair or getattr(mechanism, "audit_pair", None)
     if special is not None:
+        if special not in PAIR_POLICIES:
+            raise ValueError(f"no audit pair {special!r}; known: {', '.join(PAIR_POLICIES)}")
         policy = PAIR_POLICIES[special]
         if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring):
             raise ValueError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "

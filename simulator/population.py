@@ -6,6 +6,7 @@ rng) -> (clusters, UserBatch)`` (fresh users' private rows, sparse; cluster -1 w
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -472,12 +473,17 @@ class _Panel:
 @dataclass
 class RankOneMatrix(_Panel):
     """Jain et al.'s experiment as a panel: ``rank_one_world`` (``n_users`` x ``n_items``, ξ ratings per
-    user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion."""
+    user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion.
+
+    ``canary_items`` more items follow the ``n_items`` that no user rates: audit pairs that find them
+    (``simulator.neighbours.reserved_items``) give each audited user items of its own (isolated canaries).
+    """
 
     n_users: Annotated[int, Ge(1)]
     n_items: Annotated[int, Ge(2)]
     ratings_per_user: Annotated[int, Ge(1)]
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.01
+    canary_items: Annotated[int, Ge(0)] = 0
     _population: MatrixPopulation | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -487,9 +493,25 @@ class RankOneMatrix(_Panel):
     def size(self) -> int:
         return self.n_users
 
+    def canary_item_ids(self) -> np.ndarray:
+        return self.n_items + np.arange(self.canary_items)
+
     def _build(self, rng):
         world = rank_one_world(self.n_users, self.n_items, self.ratings_per_user, rng, self.test_fraction)
-        return MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
+        data = world.data
+        if self.canary_items:
+            shape = (self.n_users, self.n_items + self.canary_items)
+            data = dataclasses.replace(data, train=_widened(data.train, shape), test=_widened(data.test, shape),
+                                       item_ids=np.arange(shape[1]))
+        return MatrixPopulation.from_ratings(data, 0.0, 1.0)
+
+
+def _widened(ratings: sparse.csr_array | None, shape: tuple[int, int]) -> sparse.csr_array | None:
+    """The same ratings in a matrix of more (empty) columns."""
+    if ratings is None:
+        return None
+    ratings = sparse.csr_array(ratings)
+    return sparse.csr_array((ratings.data, ratings.indices, ratings.indptr), shape=shape)
 
 
 @dataclass

@@ -66,6 +66,8 @@ class Transcript:
     outputs: np.ndarray | None = None
     inserted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     held_out: sparse.csr_array | None = None
+    #: the mechanism's noisy statistics at the last release (``Mechanism.statistics``), when recorded
+    statistics: dict | None = None
 
     @property
     def n_users(self) -> int:
@@ -87,11 +89,12 @@ class Recorder:
     watched). ``messages="all"`` also keeps every user's messages (small
     worlds, tests); ``outputs="all"`` every user's personal output (the
     joint-DP ``others`` view); ``answers=False`` drops the per-answer log
-    (learning curves over millions of users).
+    (learning curves over millions of users); ``statistics=True`` keeps the mechanism's noisy
+    statistics at each release (the white-box view).
     """
 
     def __init__(self, watch=(), messages: Literal["all", "watched"] = "watched",
-                 outputs: Literal["all", "watched"] = "watched", answers: bool = True):
+                 outputs: Literal["all", "watched"] = "watched", answers: bool = True, statistics: bool = False):
         self.watch = set(int(u) for u in watch)
         self.keep_all_messages, self.keep_all_outputs, self.keep_answers = messages == "all", outputs == "all", answers
         self.answer_time: list[np.ndarray] = []
@@ -102,6 +105,7 @@ class Recorder:
         self.held_out_parts: list[tuple[np.ndarray, sparse.csr_array]] = []
         self.rounds: list[Round] = []
         self.releases: list[Release] = []
+        self.keep_statistics, self.statistics = statistics, None
 
     def is_watched(self, ids: np.ndarray, inserted: np.ndarray) -> np.ndarray:
         mask = inserted.copy()
@@ -160,7 +164,7 @@ class Recorder:
                           else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
                           releases=self.releases, rounds=self.rounds, watched=watched,
                           output_user=output_user, outputs=outputs, inserted=inserted,
-                          held_out=self._held_out_table(arrival.size))
+                          held_out=self._held_out_table(arrival.size), statistics=self.statistics)
 
 
 def stack_rows(parts: list):
@@ -179,8 +183,10 @@ class View:
     ``kind`` is ``messages`` (an untrusted server: each run's target messages
     and public queries, one row per run), ``releases`` (published states:
     broadcasts and estimates), ``others`` (releases plus every other user's
-    personal output: the joint-DP view) or ``target`` (the target's own
-    personal output: a negative control). Per-run fields have runs on axis 0.
+    personal output: the joint-DP view), ``target`` (the target's own
+    personal output: a negative control) or ``statistics`` (white box: the
+    mechanism's noisy statistics — a dict of arrays with runs on axis 0 — beside
+    the releases and every personal output). Per-run fields have runs on axis 0.
     ``queries`` is a tuple with one entry per answer; an entry with a single
     row applies to every run (local replay fixes the target's query).
     """
@@ -192,6 +198,7 @@ class View:
     rounds: tuple = ()
     others: Any = None
     target: Any = None
+    statistics: dict | None = None
     #: canaries: the audited users' ids in the one run this view is cut from (None: one row per run)
     audited: np.ndarray | None = None
     #: when the audited users arrived (public, as in Calandrino et al.'s differencing): per run an array of
@@ -237,6 +244,16 @@ def releases_view(transcript: Transcript, audited: np.ndarray | None = None) -> 
     return View("releases", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds), arrival=arrival)
 
 
+def statistics_view(transcript: Transcript, audited: np.ndarray) -> View:
+    """The white-box view: the noisy statistics (one run: runs axis of 1), the releases, every personal output."""
+    if transcript.statistics is None:
+        raise ValueError("the run recorded no statistics (its mechanism models none, or the recorder dropped them)")
+    view = others_view(transcript, int(audited[0]))
+    return View("statistics", releases=view.releases, rounds=view.rounds, others=view.others,
+                statistics={k: np.asarray(v)[None] for k, v in transcript.statistics.items()},
+                arrival=transcript.arrival[np.asarray(audited, dtype=np.int64)])
+
+
 def others_view(transcript: Transcript, target: int) -> View:
     """The joint-DP view: releases plus every other user's personal output."""
     keep = transcript.output_user != target
@@ -270,6 +287,11 @@ def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) ->
     own), ``target`` with the canaries' own outputs in ``canaries`` order.
     """
     canaries = np.asarray(canaries, dtype=np.int64)
+    if kind == "statistics":
+        view = statistics_view(transcript, canaries)
+        return View("statistics", releases=(view.releases,), rounds=(view.rounds,),
+                    others=[(transcript.output_user, transcript.outputs)], statistics=view.statistics,
+                    audited=canaries, arrival=(view.arrival,))
     if kind == "target":
         if transcript.outputs is None:
             raise ValueError("the run recorded no personal output")

@@ -21,7 +21,8 @@ from mechanisms.errors import BadInput
 from simulator.engine import Inserted
 from simulator.neighbours import NeighbourPolicy, TargetPair
 from simulator.seeds import child_seed
-from simulator.transcript import Transcript, View, others_view, releases_view, target_view, watched_messages
+from simulator.transcript import (Transcript, View, others_view, releases_view, statistics_view, target_view,
+                                  watched_messages)
 
 from ..executors import as_finished
 
@@ -45,6 +46,12 @@ class AuditJob:
     entropy: int  # of the audit's root stream: blocks draw from named children of it
     world_entropy: int  # of the world's stream: designs that re-run the protocol keep the world
     insert_tick: int = 1  # full_runs: the query tick (1, 2, ...) at which the target arrives
+    #: the view each attack reads (empty: every attack reads ``view``)
+    views: tuple = ()
+
+    @property
+    def attack_views(self) -> tuple:
+        return self.views or (self.view,) * len(self.attacks)
 
     def root(self, *parts) -> np.random.SeedSequence:
         return child_seed(np.random.SeedSequence(self.entropy), *parts)
@@ -94,6 +101,8 @@ def view_of(transcript: Transcript, kind: str, users: np.ndarray, answers: int) 
         return watched_messages(transcript, users, answers)
     if kind == "releases":
         return releases_view(transcript, users)
+    if kind == "statistics":
+        return statistics_view(transcript, users)
     if kind == "others":
         return others_view(transcript, int(users[0]))
     return target_view(transcript, int(users[0]))
@@ -105,9 +114,27 @@ def stack_views(views: list[View]) -> View:
     if first.kind == "messages":
         queries = tuple(np.concatenate([v.queries[a] for v in views]) for a in range(len(first.queries)))
         return View("messages", messages=np.concatenate([v.messages for v in views]), queries=queries)
+    statistics = None
+    if first.statistics is not None:
+        statistics = {k: np.concatenate([v.statistics[k] for v in views]) for k in first.statistics}
     return View(first.kind, releases=tuple(v.releases for v in views), rounds=tuple(v.rounds for v in views),
-                others=[v.others for v in views], target=[v.target for v in views],
+                others=[v.others for v in views], target=[v.target for v in views], statistics=statistics,
                 arrival=None if first.arrival is None else tuple(v.arrival for v in views))
+
+
+def attack_outputs(job: AuditJob, pair: TargetPair, views) -> dict[str, np.ndarray]:
+    """Each attack's scores (attacks, 2, runs) on its view, and the pair's reach per run where an attack
+    measures it (``reach``; NaN otherwise). ``views``: per view kind the two worlds' views, or one pair of
+    views every attack reads."""
+    scores, reach = [], []
+    for attack, kind in zip(job.attacks, job.attack_views):
+        pair_of_views = views[kind] if isinstance(views, dict) else views
+        scores.append([attack.scores(job.mechanism, pair, v) for v in pair_of_views])
+        measured = getattr(attack, "reach", None)
+        runs = len(scores[-1][0])
+        reach.append([np.broadcast_to(measured(job.mechanism, pair, v)[1], (runs,)) if measured else
+                      np.full(runs, np.nan) for v in pair_of_views])
+    return {"scores": np.array(scores, dtype=float), "reach": np.array(reach, dtype=float)}
 
 
 # ---------------------------------------------------------------- blocks over an executor

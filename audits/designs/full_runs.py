@@ -19,26 +19,31 @@ from simulator.engine import Inserted, run_protocol
 from simulator.seeds import stream
 from simulator.transcript import Recorder, View
 
-from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks, stack_views, view_of
+from .base import Design, DesignError, DesignOutput, attack_outputs, fit_attacks, run_blocks, stack_views, view_of
 
 #: the most user-answers (users per run x runs) a full-runs audit may cost before it is refused at load time
 MAX_USER_RUNS = 5e8
 
 
-def whole_run(job, pair, world: int, coins) -> View:
-    """One whole protocol run with the target in ``world``; the claim's view of it."""
+def whole_run(job, pair, world: int, coins, kinds=None):
+    """One whole protocol run with the target in ``world``; the claim's view of it (or, given ``kinds``,
+    a dict of those views)."""
+    wanted = (job.view,) if kinds is None else kinds
     inserted = Inserted(pair.rows(world), np.full(1, job.insert_tick, dtype=np.int64))
+    everyone = bool({"others", "statistics"} & set(wanted))
     transcript = run_protocol(job.mechanism, job.population, job.catalogue, job.churn, job.world_seed(), coins,
-                              Recorder(answers=False, outputs="all" if job.view == "others" else "watched"),
-                              inserted)
-    return view_of(transcript, job.view, transcript.inserted, job.answers)
+                              Recorder(answers=False, outputs="all" if everyone else "watched",
+                                       statistics="statistics" in wanted), inserted)
+    views = {k: view_of(transcript, k, transcript.inserted, job.answers) for k in wanted}
+    return views[job.view] if kinds is None else views
 
 
 def runs_block(job, pair, target: int, index: int, size: int) -> dict[str, np.ndarray]:
     """Scores (attacks, 2, size): ``size`` runs per world, run ``i`` with coins ("trials", target, index, world, i)."""
-    views = [stack_views([whole_run(job, pair, world, job.root("trials", target, index, world, i))
-                          for i in range(size)]) for world in (0, 1)]
-    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
+    kinds = tuple(dict.fromkeys(job.attack_views))
+    runs = [[whole_run(job, pair, world, job.root("trials", target, index, world, i), kinds) for i in range(size)]
+            for world in (0, 1)]
+    return attack_outputs(job, pair, {k: [stack_views([r[k] for r in runs[w]]) for w in (0, 1)] for k in kinds})
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,22 @@ def _test_dict(test, claim) -> dict:
             d["mu_lb"], d["mu_ceiling"] = bound["mu_lb"], bound["mu_ceiling"]
     else:
         d["counts"] = {k: bound[k] for k in ("r", "v", "m", "k_pos", "k_neg")}
+    if getattr(test, "reach", None) is not None:
+        d["pair_reach"] = test.reach
     return d
+
+
+def reach_sentence(test: dict) -> str | None:
+    """One line on the audited pair's reach against the claim (white-box tests), or None."""
+    r = test.get("pair_reach")
+    if not r or r.get("epsilon_pair") is None:
+        return None
+    how = (f"μ_pair = {r['mu_pair']:.4g} (claim's μ {_fmt(r.get('mu_claim'))})" if r["law"] == "gaussian"
+           else "Laplace, pure ε")
+    loose = (f"; the claim is loose by {r['looseness']:.3g}x for this pair" if r.get("looseness") and
+             r["looseness"] > 1.05 else "")
+    return (f"{test['name']}: the pair reaches ε = {r['epsilon_pair']:.4g} ({how}) against the claimed "
+            f"{claim_epsilon(test['claim']['epsilon'])}{loose}; ε_LB / ε_pair = {_fmt(r.get('tightness_vs_pair'))}")
 
 
 def report_dict(result) -> dict:
@@ -199,6 +214,10 @@ def report_markdown(report: dict) -> str:
         lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
                      f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
+    reach = [line for line in map(reach_sentence, report["tests"]) if line]
+    if reach:
+        lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
+                  ""] + [f"- {md(line)}" for line in reach]
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
@@ -501,7 +520,8 @@ def report_html(report: dict, tests) -> str:
     """The self-contained HTML report of one run (figures embedded)."""
     return render_html("report.html", report=report, figures=report_figures(report, tests),
                        population=population_text(report["scenario"]["population"]),
-                       utility=utility_summary(report["utility"]))
+                       utility=utility_summary(report["utility"]),
+                       reach=[line for line in map(reach_sentence, report["tests"]) if line])
 
 
 def schema() -> dict:

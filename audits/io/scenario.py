@@ -23,6 +23,7 @@ import copy
 from attacks import ATTACKS
 from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.churn import Churn
+from simulator.neighbours import policy_for
 from simulator.schedules import Panel
 from simulator.population import POPULATIONS
 from simulator.ratings import ratings_limit
@@ -66,32 +67,39 @@ def _builds(cls: type):
     return model_validator(mode="after")(check)
 
 
+#: fields of a ``kind:`` block that say how the part is used, not how it is built
+ROLE_FIELDS = ("kind", "view")
+
+
 def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
-    params = {k: getattr(model, k) for k in type(model).model_fields if k != "kind"}
+    params = {k: getattr(model, k) for k in type(model).model_fields if k not in ROLE_FIELDS}
     base = (context or {}).get("base_dir")
     if params.get("path") is not None and base is not None:
         params["path"] = Path(base) / params["path"]
     return params
 
 
-def _kind_model(kind: str, cls: type, suffix: str) -> type[BaseModel]:
+def _kind_model(kind: str, cls: type, suffix: str, **role) -> type[BaseModel]:
     return create_model(
         f"{cls.__name__}{suffix}",
         __config__=STRICT,
         __validators__={"builds": _builds(cls)},
         kind=(Literal[kind], ...),
+        **role,
         **_dataclass_fields(cls),
     )
 
 
-def _union(registry: dict[str, type], suffix: str):
-    models = tuple(_kind_model(kind, cls, suffix) for kind, cls in registry.items())
+def _union(registry: dict[str, type], suffix: str, **role):
+    models = tuple(_kind_model(kind, cls, suffix, **role) for kind, cls in registry.items())
     return Annotated[Union[models], Field(discriminator="kind")]
 
 
 MechanismConfig = _union(MECHANISMS, "Config")
 PopulationConfig = _union(POPULATIONS, "Config")
-AttackConfig = _union(ATTACKS, "Config")
+AttackConfig = _union(ATTACKS, "Config", view=(Literal["messages", "releases", "others", "target", "statistics"] | None,
+                     Field(None, description="the view this attack reads (default: audit.view), so one scenario "
+                                             "can set white-box and black-box attacks side by side")))
 ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"builds": _builds(Churn)},
                            **_dataclass_fields(Churn))
 
@@ -134,9 +142,12 @@ class AuditConfig(BaseModel):
     insert_tick: int | None = Field(None, ge=1, description="full_runs: the query tick (1, 2, ...) at which the "
                                     "target arrives (default 1); e.g. mid-stream, to audit a continual release "
                                     "around the target's arrival")
-    view: Literal["messages", "releases", "others", "target"] | None = Field(
+    view: Literal["messages", "releases", "others", "target", "statistics"] | None = Field(
         None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
-                          "target for a joint claim, is a negative control that should be violated)")
+                          "target for a joint claim, is a negative control that should be violated; statistics "
+                          "is the white box of a central or joint proof, valid against its claim)")
+    pair: str | None = Field(None, description="the neighbouring pair's policy (simulator.neighbours.PAIR_POLICIES, "
+                                               "e.g. single_item); default: the mechanism's, else the claim's")
 
     @property
     def estimator_name(self) -> str:
@@ -345,6 +356,11 @@ class Scenario(BaseModel):
         except EstimatorError as exc:
             raise ParameterError("audit", f"{exc.field}: {exc}") from None
         _check_insert_tick(self.audit, churn)
+        if self.audit.pair is not None:
+            try:
+                policy_for(claim, mechanism, self.audit.pair)
+            except ValueError as exc:
+                raise ParameterError("audit.pair", str(exc)) from None
         ticks = getattr(mechanism, "ticks", None)
         if ticks is not None and self.panel is None and _query_ticks(churn) > ticks:
             raise ParameterError("mechanism.ticks", f"the run has {_query_ticks(churn)} query ticks (horizon / "

@@ -1,0 +1,92 @@
+"""The likelihood-ratio test on the white-box ``statistics`` view, under the noise law the mechanism publishes.
+
+A central or joint mechanism's proof is about noisy statistics (``Mechanism.statistics``): FW's noisy
+Gram each round, a tree counter's noisy nodes, McSherry–Mironov's noisy sums and covariance. Given a
+run's published history, the audited user's contribution to each of them is known in both worlds
+(``white_box_means``: ``m₀``, ``m₁``) and the noise law is public (``statistic_noise``: Gaussian σ or
+Laplace scale ``b`` per statistic). The log-likelihood ratio of world 1 against world 0 is then
+
+* Gaussian: ``Σ ((y − m₀)·d − ‖d‖²/2) / σ²`` with ``d = m₁ − m₀`` — the statistic along the pair's
+  difference, ``N(−μ²/2, μ²)`` vs ``N(μ²/2, μ²)`` with ``μ = ‖d‖/σ`` (AUDITING.md);
+* Laplace: ``Σ (|y − m₀| − |y − m₁|) / b`` over the coordinates where the worlds differ.
+
+Other users add to ``y`` too. Against Gaussian noise their part only shifts the score when it is the same
+in every run (non-adaptive statistics: the tree), and it vanishes where the pair is isolated (canary items
+no one else rates): either way the test is the Neyman–Pearson one. A Laplace score needs isolation to be
+optimal. Any score gives a valid bound; isolation and the pair decide how close to tight it is.
+``reach`` gives, per run, how far the pair's difference really goes: ``μ`` (Gaussian) or the pure ε
+(Laplace) the optimal test can reach — the figure to set beside a claim whose analysis is loose.
+This generalises ``differencing_noise_aware`` from the releases to the statistics the proof is about.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms import Mechanism
+from simulator.neighbours import TargetPair
+from simulator.transcript import View
+
+from .base import Attack
+
+
+def answer_rounds(view: View, runs: int) -> np.ndarray:
+    """The round (1, 2, ...) of each audited user's first answer: the first round at or after its arrival."""
+    if view.arrival is None or not view.rounds:
+        return np.ones(runs, dtype=np.int64)
+    one_run = not isinstance(view.rounds[0], tuple)  # a view cut from one run, not stacked
+    rounds_per_run = (view.rounds,) if one_run else view.rounds
+    arrivals_per_run = (view.arrival,) if one_run else view.arrival
+    ticks = [1 + sum(r.time < a for r in rounds) for rounds, arrivals in zip(rounds_per_run, arrivals_per_run)
+             for a in np.atleast_1d(arrivals)]
+    return np.asarray(ticks, dtype=np.int64)
+
+
+@dataclass
+class KnownNoiseAttack(Attack, kind="known_noise"):
+    """Log-likelihood ratio of the noisy statistics under the published noise law (white box)."""
+
+    views = ("statistics",)
+
+    def _parts(self, mechanism: Mechanism, pair: TargetPair, view: View):
+        if view.kind != "statistics":
+            raise ValueError(f"attack {self.kind} reads the statistics view, not {view.kind!r}")
+        if not hasattr(mechanism, "white_box_means"):
+            raise ValueError(f"attack {self.kind}: {mechanism.kind} publishes no white-box statistics")
+        stats = view.statistics
+        runs = len(view)
+        ticks = answer_rounds(view, runs)
+        means = [mechanism.white_box_means(rows, stats, ticks) for rows in (pair.rows0, pair.rows1)]
+        noise = mechanism.statistic_noise()
+        for name, m in means[0].items():
+            yield noise[name], np.asarray(stats[name], float), m, means[1][name]
+
+    def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
+        total = 0.0
+        for (law, scale), y, m0, m1 in self._parts(mechanism, pair, view):
+            d = m1 - m0
+            if law == "gaussian":
+                term = ((y - m0) * d - d * d / 2.0) / np.square(scale)
+            else:
+                term = (np.abs(y - m0) - np.abs(y - m1)) / scale
+            total = total + _per_run(term)
+        return np.asarray(total, float)
+
+    def reach(self, mechanism: Mechanism, pair: TargetPair, view: View) -> tuple[str, np.ndarray]:
+        """Per run, the pair's reach: ``("gaussian", μ)`` with ``μ² = Σ ‖d/σ‖²``, or ``("laplace", Σ |d|/b)``."""
+        laws, parts = set(), []
+        for (law, scale), _, m0, m1 in self._parts(mechanism, pair, view):
+            laws.add(law)
+            d = (m1 - m0) / scale
+            parts.append(_per_run(d * d if law == "gaussian" else np.abs(d)))
+        if len(laws) != 1:
+            raise ValueError(f"{mechanism.kind}: the statistics mix noise laws {sorted(laws)}")
+        law = laws.pop()
+        total = np.sum(parts, axis=0)
+        return law, np.sqrt(total) if law == "gaussian" else total
+
+
+def _per_run(values: np.ndarray) -> np.ndarray:
+    """Sum over every axis but the first (runs)."""
+    return values.reshape(values.shape[0], -1).sum(axis=1)

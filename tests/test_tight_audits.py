@@ -1,0 +1,135 @@
+"""Tight audits (issue 24): the white-box ``statistics`` view, worst-case pairs, the known-noise attack, batched runs.
+
+Default tests are small and fast and compare against independent recomputations (the engine's own
+records, closed forms, dp-accounting). The full-size ratio checks are ``slow``; each states its
+false-failure probability.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from attacks.known_noise import KnownNoiseAttack
+from mechanisms import UserBatch
+from mechanisms.continual_covariance import TreeContinualCovariance, nodes_touched
+from mechanisms.frank_wolfe import PrivateFrankWolfe
+from mechanisms.matrix_completion import upper
+from simulator.engine import Inserted, run_protocol
+from simulator.neighbours import SingleItemReplace
+from simulator.population import RankOneMatrix
+from simulator.schedules import Panel
+from simulator.seeds import stream
+from simulator.transcript import Recorder, statistics_view
+
+
+def fw_world(canary_items=4, users=8, items=6):
+    population = RankOneMatrix(n_users=users, n_items=items, ratings_per_user=3, test_fraction=0.0,
+                               canary_items=canary_items)
+    catalogue = population.catalogue(np.random.default_rng(1))
+    mechanism = PrivateFrankWolfe(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3)
+    pair = SingleItemReplace().rows_for_runs(population, catalogue, 1, np.random.default_rng(2))
+    return population, catalogue, mechanism, pair
+
+
+def engine_run(population, catalogue, mechanism, pair, world, coins, users=8):
+    schedule = Panel(users, getattr(mechanism, "iterations", 1))
+    transcript = run_protocol(mechanism, population, catalogue, schedule, np.random.SeedSequence(5), coins,
+                              Recorder(answers=False, outputs="all", statistics=True),
+                              Inserted(pair.rows(world), np.ones(1, np.int64)))
+    return transcript
+
+
+def test_single_item_pair_uses_reserved_items_no_one_rates():
+    population, catalogue, _, pair = fw_world()
+    assert catalogue.n_items == 10
+    _, users = population.sample_users(8, catalogue, np.random.default_rng(0))
+    assert not users.rated[:, 6:].any()  # the canary items are the world's own, unrated
+    assert pair.rows0.rated[0].sum() == pair.rows1.rated[0].sum() == 1
+    assert set(np.flatnonzero(pair.rows0.rated[0] | pair.rows1.rated[0])) <= set(range(6, 10))
+    assert not (pair.rows0.rated & pair.rows1.rated).any()
+
+
+def test_panel_runs_equal_the_engine_for_the_same_coins():
+    """One batched run draws the engine's noise: every round's noisy Gram and eigenpair agree."""
+    population, catalogue, mechanism, pair = fw_world()
+    coins = np.random.SeedSequence(9)
+    transcript = engine_run(population, catalogue, mechanism, pair, 1, coins)
+    _, rows = population.sample_users(8, catalogue, stream(np.random.SeedSequence(5), "users"))
+    batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows1]), 1, stream(coins, "noise"))
+    recorded = transcript.statistics
+    np.testing.assert_allclose(batched["gram"][0], recorded["gram"], atol=1e-12)
+    np.testing.assert_allclose(batched["basis"][0], recorded["basis"], atol=1e-8)
+    np.testing.assert_allclose(batched["shifted"][0], recorded["shifted"], rtol=1e-9)
+    assert batched["bound"][0, 0] == pytest.approx(recorded["bound"][0])
+
+
+def test_white_box_means_equal_the_targets_recorded_messages():
+    """The attack's replay of the target's residuals A_t (from the published history) equals what the engine's
+    target really sent (its watched messages), in both worlds: the contribution the LR test assumes is right."""
+    population, catalogue, mechanism, pair = fw_world()
+    for world in (0, 1):
+        transcript = engine_run(population, catalogue, mechanism, pair, world, np.random.SeedSequence(11 + world))
+        view = statistics_view(transcript, transcript.inserted)
+        means = mechanism.white_box_means(pair.rows(world), view.statistics)["gram"][0]
+        sent = transcript.watched.messages.toarray()  # (rounds, n): A_t of the target
+        np.testing.assert_allclose(means, upper(sent[:, :, None] * sent[:, None, :]), atol=1e-12)
+
+
+def test_known_noise_reach_is_the_closed_form_mu_of_the_pair():
+    """μ_pair = sqrt(Σ_t ‖d_t‖²)/σ recomputed from the target's recorded messages, and the first round's
+    ‖d_1‖ = √2·L² exactly (A_1 = −Y*): the claim's 4√2·L² is 4 times what the pair can reach there."""
+    population, catalogue, mechanism, pair = fw_world()
+    transcript = engine_run(population, catalogue, mechanism, pair, 0, np.random.SeedSequence(3))
+    view = statistics_view(transcript, transcript.inserted)
+    law, mu = KnownNoiseAttack().reach(mechanism, pair, view)
+    a0 = transcript.watched.messages.toarray()
+    a1 = mechanism.white_box_means(pair.rows1, view.statistics)["gram"][0]
+    d = a1 - upper(a0[:, :, None] * a0[:, None, :])
+    assert law == "gaussian"
+    assert mu[0] == pytest.approx(math.sqrt(np.sum(d * d)) / mechanism.noise.sigma, rel=1e-12)
+    assert np.linalg.norm(d[0]) == pytest.approx(math.sqrt(2) * mechanism.row_bound ** 2, rel=1e-12)
+    assert mu[0] <= mechanism.claim.gaussian_mu / 4 * (1 + 1e-9)
+
+
+def test_tree_means_follow_the_nodes_the_target_enters():
+    """The tree's white-box means put the target's x xᵀ in exactly the nodes ``nodes_touched`` lists."""
+    tree = TreeContinualCovariance(epsilon=3.0, delta=1e-5, ticks=8, row_bound=1.0)
+    nodes = [(level, index) for level in range(tree.levels) for index in range(8 >> level)]
+    first = np.array([[i * 2 ** lv + 1 for lv, i in nodes]])
+    last = np.array([[(i + 1) * 2 ** lv for lv, i in nodes]])
+    row = UserBatch.from_masks(np.eye(4, dtype=bool)[None, 1], np.ones((1, 4), bool))
+    means = tree.white_box_means(row, {"first": first, "last": last}, np.array([6]))["noisy"][0]
+    touched = set(nodes_touched(6, 8))
+    assert [bool(means[k].any()) for k in range(len(nodes))] == [node in touched for node in nodes]
+
+
+def mm_world():
+    from mechanisms.mcsherry_mironov import McSherryMironov
+    from simulator.neighbours import SingleFlip
+
+    population = RankOneMatrix(n_users=10, n_items=6, ratings_per_user=4, test_fraction=0.0, canary_items=2)
+    catalogue = population.catalogue(np.random.default_rng(1))
+    mechanism = McSherryMironov(epsilon=2.0, min_rating=-1.0, max_rating=1.0, rank=2)
+    pair = SingleFlip().rows_for_runs(population, catalogue, 1, np.random.default_rng(2))
+    return population, catalogue, mechanism, pair
+
+
+def test_mm_panel_runs_equal_the_engine_and_the_means_its_measurements():
+    """One batched McSherry–Mironov release draws the engine's noise (all six measurements agree), and the
+    white-box means of the target's row are what it adds: the release of the world with the target minus the
+    release of the world without it, under the same published MAvg (recomputed through ``release``)."""
+    population, catalogue, mechanism, pair = mm_world()
+    coins = np.random.SeedSequence(4)
+    transcript = engine_run(population, catalogue, mechanism, pair, 1, coins, users=10)
+    _, rows = population.sample_users(10, catalogue, stream(np.random.SeedSequence(5), "users"))
+    batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows1]), 1, stream(coins, "noise"))
+    for name, value in transcript.statistics.items():
+        np.testing.assert_allclose(batched[name][0], value, atol=1e-12, err_msg=name)
+    stats = {k: v[None] for k, v in transcript.statistics.items()}
+    means = mechanism.white_box_means(pair.rows1, stats)
+    _, mavg = mechanism._effects(stats)
+    assert set(means) == {"MSum", "MCount", "Cov", "Wgt"}
+    assert np.count_nonzero(means["Cov"]) == 3  # (i, i), (j, j), (i, j) of its two canary items
+    centred = mechanism.centred(mechanism._clipped(pair.rows1.ratings.astype(float)), mavg[0]).toarray()[0]
+    weight = 1.0 / 2  # Laplace weights 1 / c_u, two ratings
+    np.testing.assert_allclose(means["Cov"][0], weight * upper(np.outer(centred, centred)), atol=1e-12)
