@@ -16,13 +16,16 @@ import math
 
 import numpy as np
 
-from .base import UserBatch
+from .base import ParameterError, UserBatch
 from .matrix_completion import upper
 
 
 def dense_targets(mechanism, rows: UserBatch) -> tuple[np.ndarray, np.ndarray]:
     """``Y*`` on Ω (clipped to L unless a twin skips it) as dense (users, n) values, and Ω as a mask."""
-    return mechanism._targets(rows).toarray(), rows.rated
+    if mechanism.centre != "none":
+        raise ParameterError("centre", "the white-box replay and batched runs of private FW take raw ratings "
+                                       "(centre: none)")
+    return mechanism._targets(rows, None).toarray(), rows.rated
 
 
 def _observed(coefficients: np.ndarray, basis: np.ndarray, mask: np.ndarray) -> np.ndarray:

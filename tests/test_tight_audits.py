@@ -54,7 +54,7 @@ def test_panel_runs_equal_the_engine_for_the_same_coins():
     population, catalogue, mechanism, pair = fw_world()
     coins = np.random.SeedSequence(9)
     transcript = engine_run(population, catalogue, mechanism, pair, 1, coins)
-    _, rows = population.sample_users(8, catalogue, stream(np.random.SeedSequence(5), "users"))
+    _, rows = population.for_run().sample_users(8, catalogue, stream(np.random.SeedSequence(5), "users"))
     batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows1]), 1, stream(coins, "noise"))
     recorded = transcript.statistics
     np.testing.assert_allclose(batched["gram"][0], recorded["gram"], atol=1e-12)
@@ -121,7 +121,7 @@ def test_mm_panel_runs_equal_the_engine_and_the_means_its_measurements():
     population, catalogue, mechanism, pair = mm_world()
     coins = np.random.SeedSequence(4)
     transcript = engine_run(population, catalogue, mechanism, pair, 1, coins, users=10)
-    _, rows = population.sample_users(10, catalogue, stream(np.random.SeedSequence(5), "users"))
+    _, rows = population.for_run().sample_users(10, catalogue, stream(np.random.SeedSequence(5), "users"))
     batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows1]), 1, stream(coins, "noise"))
     for name, value in transcript.statistics.items():
         np.testing.assert_allclose(batched[name][0], value, atol=1e-12, err_msg=name)

@@ -22,8 +22,9 @@ from .base import Design, DesignError, DesignOutput, attack_outputs, run_blocks
 
 
 def world_rows(job) -> UserBatch:
-    """The panel's users as the engine draws them (stream "users" of the world seed)."""
-    _, rows = job.population.sample_users(job.churn.n_users, job.catalogue, stream(job.world_seed(), "users"))
+    """The panel's users as the engine draws them (stream "users" of the world seed, a fresh run's draws)."""
+    population = job.population.for_run() if hasattr(job.population, "for_run") else job.population
+    _, rows = population.sample_users(job.churn.n_users, job.catalogue, stream(job.world_seed(), "users"))
     return rows
 
 
