@@ -1,6 +1,6 @@
 """Covariance projection: which world's target row do McSherry–Mironov's noisy measurements lean toward?
 
-McSherry–Mironov (ALGORITHMS.md C) publish noisy sums, counts, the weighted
+McSherry–Mironov (docs/families/mcsherry-mironov.md) publish noisy sums, counts, the weighted
 covariance ``Cov = Σ_u w_u r̂_u r̂_uᵀ`` and weights ``Wgt = Σ_u w_u e_u e_uᵀ``.
 Given the published ``MAvg`` (post-processing), a target row's contribution
 ``c_k(row)`` to every measurement ``k`` is known: its ratings and count

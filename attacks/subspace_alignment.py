@@ -1,6 +1,6 @@
 """Subspace alignment: does what the adversary sees lean toward the world-1 target's rated items or the world-0 one's?
 
-For matrix-completion protocols (ALGORITHMS.md B) a target enters the global
+For matrix-completion protocols (docs/families/matrix-completion.md) a target enters the global
 statistic ``W = Σ A_iᵀA_i`` through its rated items, so every item vector
 derived from ``W`` tilts toward the target's direction ``x_b`` (its ratings
 as a unit vector over items, in world ``b``). The score is the tilt toward

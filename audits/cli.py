@@ -1,4 +1,5 @@
-"""The ``recaudit`` command line: run, sweep, grid, report, export, compare, validate, list, plan, data.
+"""The ``recaudit`` command line: run, sweep, grid, report, export, compare, validate, scenarios, init, schema, list,
+plan, data.
 
 Results go to stdout; what is happening goes to stderr through ``logging``
 (logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent
@@ -12,12 +13,15 @@ import os
 import sys
 import time
 import traceback
+from importlib import metadata
 from pathlib import Path
 
 from mechanisms.errors import BadInput
 
 from . import data_command
 from .executors import MAX_WORKERS
+from .io.report import summary_line
+from .io.shipped import resolve
 from .io.store import hold_folder
 from .io.yamlio import ScenarioError, one_line
 
@@ -25,21 +29,30 @@ from .io.yamlio import ScenarioError, one_line
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXECUTORS = ["serial", "processes", "dask"]
 log = logging.getLogger("recaudit")
+#: seconds between progress lines when stderr is not a terminal (a log file, CI)
+PROGRESS_EVERY = 10.0
+#: runs estimated to take longer than this print their estimate first
+ANNOUNCE_SECONDS = 10.0
 
 
 class ConsoleReporter:
-    """Messages to the ``recaudit`` logger; ``progress(label, done, total)`` as tqdm bars on a terminal."""
+    """Messages to the ``recaudit`` logger; ``progress(label, done, total)`` as tqdm bars on a terminal, and
+    as a log line at most every PROGRESS_EVERY seconds per label when stderr is not one."""
 
-    def __init__(self, quiet: bool = False, stream=None):
+    def __init__(self, quiet: bool = False, stream=None, clock=time.monotonic):
         self.stream = stream or sys.stderr
+        self.quiet = quiet
         self.bars_on = not quiet and getattr(self.stream, "isatty", lambda: False)()
         self.bars: dict = {}
+        self.clock = clock
+        self.last_line: dict[str, float] = {}
 
     def __call__(self, message: str) -> None:
         log.info(message)
 
     def progress(self, label: str, done: float, total: float) -> None:
         if not self.bars_on:
+            self._progress_line(label, done, total)
             return
         from tqdm import tqdm
 
@@ -53,6 +66,14 @@ class ConsoleReporter:
             bar.close()
             del self.bars[label]
 
+    def _progress_line(self, label: str, done: float, total: float) -> None:
+        now = self.clock()
+        first = self.last_line.setdefault(label, now)
+        if self.quiet or done >= total or now - first < PROGRESS_EVERY:
+            return
+        self.last_line[label] = now
+        log.info("%s: %.4g of %.4g (%.0f %%)", label, done, total, 100 * done / total if total else 100)
+
 
 def _setup_logging(quiet: bool) -> None:
     log.handlers.clear()
@@ -64,7 +85,8 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("scenario", type=Path, help="the scenario YAML file (see scenarios/ and `recaudit validate`)")
+    p.add_argument("scenario", type=Path, help="a scenario YAML file, or the name of a shipped scenario "
+                                                "(`recaudit scenarios` lists them)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="report folder (default: runs/<scenario name>); finished work is saved under it")
     p.add_argument("--executor", choices=EXECUTORS,
@@ -82,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="recaudit", description="Simulate private recommenders and audit their privacy claims.",
         epilog="Exit codes: 0 done, 1 verdict 'violated' (with --fail-on-violation), 2 bad input (nothing run), "
                "3 internal error (never a verdict), 130 interrupted.")
+    parser.add_argument("--version", action="version", version=f"recaudit {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports",
                          description="Simulate the scenario's world, audit the mechanism's claim and write "
@@ -126,6 +149,18 @@ def _parser() -> argparse.ArgumentParser:
                          description="Check scenario files without running them; every problem is printed as "
                                      "file:line: path: message.")
     val.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO", help="scenario YAML files")
+    sub.add_parser("scenarios", help="list the shipped scenarios (run one by name: recaudit run quickstart)",
+                   description="The scenarios shipped with recaudit, each with its description; `recaudit run "
+                               "NAME` runs one from any folder, `recaudit init NAME` copies it out to edit.")
+    init = sub.add_parser("init", help="copy a shipped scenario (and the scenario JSON Schema) out, to edit",
+                          description="Write the shipped scenario NAME to NAME.yaml (or --out), with a first line "
+                                      "pointing editors at scenario.schema.json, written beside it.")
+    init.add_argument("name", help="a shipped scenario (see `recaudit scenarios`)")
+    init.add_argument("--out", type=Path, metavar="FILE", help="where to write it (default: ./NAME.yaml)")
+    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files (editors complete with it)",
+                            description="The JSON Schema of scenario files, generated from the installed "
+                                        "recaudit (its mechanisms, populations and attacks).")
+    schema.add_argument("--out", type=Path, metavar="FILE", help="write it to FILE instead of stdout")
     sub.add_parser("list", help="name the registered populations, mechanisms, attacks, designs and estimators",
                    description="Name every registered population, mechanism, attack, audit design and estimator.")
     data_command.add_parser(sub)
@@ -159,21 +194,71 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    try:
+        return metadata.version("recaudit")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def _cmd_list() -> int:
     from attacks import ATTACKS
     from mechanisms import MECHANISMS
     from simulator.population import POPULATIONS
 
     from .designs import DESIGNS
+    from .io.schema import summary
     from .stats.estimators import ESTIMATORS
 
-    for title, registry in (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
-                            ("audit designs (audit.design)", DESIGNS),
-                            ("estimators (audit.method / audit.threshold)", ESTIMATORS)):
+    registries = (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
+                  ("audit designs (audit.design)", DESIGNS),
+                  ("estimators (audit.method / audit.threshold)", ESTIMATORS))
+    width = max(len(kind) for _, registry in registries for kind in registry) + 2
+    for title, registry in registries:
         print(f"{title}:")
         for kind, cls in sorted(registry.items()):
-            doc = (cls.__doc__ or "").strip().splitlines()[0]
-            print(f"  {kind:<28} {doc}")
+            print(f"  {kind:<{width}}{summary(cls)}")
+    return EXIT_OK
+
+
+def _cmd_scenarios() -> int:
+    from .io.shipped import description, shipped_scenarios
+
+    shipped = shipped_scenarios()
+    width = max(map(len, shipped), default=0) + 2
+    for name, path in shipped.items():
+        print(f"{name:<{width}}{description(path)}")
+    return EXIT_OK
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .io.schema import schema_text
+    from .io.shipped import shipped_scenarios
+    from .io.store import write_text
+
+    source = shipped_scenarios().get(args.name.removesuffix(".yaml"))
+    if source is None:
+        print(f"{args.name}: no shipped scenario of that name (`recaudit scenarios` lists them)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path(f"{args.name.removesuffix('.yaml')}.yaml")
+    if out.exists():
+        print(f"{out}: exists; not overwritten (give --out)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    schema = out.parent / "scenario.schema.json"
+    write_text(out, f"# yaml-language-server: $schema={schema.name}\n" + source.read_text())
+    write_text(schema, schema_text())
+    print(f"wrote {out} (and {schema}, for editors); run it with: recaudit run {out}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .io.schema import schema_text
+    from .io.store import write_text
+
+    if args.out is None:
+        sys.stdout.write(schema_text())
+    else:
+        write_text(args.out, schema_text())
     return EXIT_OK
 
 
@@ -183,7 +268,7 @@ def _cmd_validate(paths: list[Path]) -> int:
     failed = False
     for path in paths:
         try:
-            load_scenario(path)
+            load_scenario(resolve(path))
             print(f"{path}: ok")
         except ScenarioError as exc:
             failed = True
@@ -191,26 +276,11 @@ def _cmd_validate(paths: list[Path]) -> int:
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
-def _one_line(text: str) -> str:
-    """``text`` on one terminal line (a scenario name cannot forge a line of output)."""
-    return " ".join(str(text).splitlines())
-
-
-def _summary_line(report: dict) -> str:
-    from .utility import utility_summary
-
-    a, util = report["audit"], report["utility"]
-    ceiling = "unbounded" if a["ceiling"] is None else f"{a['ceiling']:.3f}"
-    eps = report["claim"]["epsilon"]
-    return (f"{_one_line(report['scenario']['name'])}: claim ε={'none' if eps is None else format(eps, 'g')} "
-            f"(δ={report['claim']['delta']:g}); ε_LB={a['epsilon_lb']:.4f} at {a['confidence']:.0%} confidence "
-            f"(ceiling {ceiling}); verdict {report['verdict']}; {utility_summary(util)}")
-
-
 def _load(args: argparse.Namespace):
     from .io.scenario import command_problems, load_scenario
 
     try:
+        args.scenario = resolve(args.scenario)
         scenario = load_scenario(args.scenario)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
@@ -228,6 +298,25 @@ def _load(args: argparse.Namespace):
     return scenario
 
 
+def _announce_cost(scenario) -> None:
+    """Log the estimated run time first when it is more than ANNOUNCE_SECONDS."""
+    from mechanisms import MECHANISMS
+
+    from .io.limits import estimate_cost
+    from .io.scenario import build
+
+    cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
+    if cost["seconds"] > ANNOUNCE_SECONDS:
+        log.info("estimated %s on 2 cores (world %s, audit %s); progress every %.0f s",
+                 _duration(cost["seconds"]), _duration(cost["world_seconds"]), _duration(cost["audit_seconds"]),
+                 PROGRESS_EVERY)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 \
+        else f"{seconds / 3600:.1f} h"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from simulator.neighbours import PairError
 
@@ -237,6 +326,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if scenario is None:
         return EXIT_BAD_INPUT
+    _announce_cost(scenario)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):  # checked (and held) before any simulation
         try:
@@ -246,7 +336,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
             return EXIT_BAD_INPUT
         report = write_reports(result, out, csv=args.csv)
-    print(_summary_line(report))
+    print(summary_line(report))
     print(f"reports in {out}/ (report.html, report.md, report.json{', trials.csv' if args.csv else ''})")
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
 
@@ -309,7 +399,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 found = True
                 report = write_reports(result_from_run_dir(run_dir), run_dir)
                 log.info("rebuilt %s/report.{json,md,html}, accuracy.png", run_dir)
-                print(_summary_line(report))
+                print(summary_line(report))
             if (run_dir / "sweep.json").exists():
                 found = True
                 write_sweep_files(json.loads((run_dir / "sweep.json").read_text()), run_dir)
@@ -360,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     args.started = started
     _setup_logging(getattr(args, "quiet", False))
     commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
+                "scenarios": lambda: _cmd_scenarios(), "init": lambda: _cmd_init(args),
+                "schema": lambda: _cmd_schema(args),
                 "sweep": lambda: _cmd_sweep(args), "grid": lambda: _cmd_grid(args), "report": lambda: _cmd_report(args),
                 "export": lambda: _cmd_export(args),
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
@@ -369,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:  # the user's input or environment (mechanisms.errors): one line, exit 2
         print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # stdout closed early (`recaudit list | head`): not an error of recaudit's
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("recaudit: interrupted (finished blocks are saved; --resume continues)", file=sys.stderr)
         return 130

@@ -2,7 +2,7 @@
 
 Runs a mechanism many times on each of two neighbouring dataset values,
 scores the outputs with an attack, and turns the scores into an ε lower
-bound (AUDITING.md, "Distinguishing game"): :func:`audits.stats.bounds.split_epsilon_bound`
+bound (docs/statistics.md, "The distinguishing game"): :func:`audits.stats.bounds.split_epsilon_bound`
 (Clopper–Pearson, any mechanism) or :func:`audits.stats.gdp.split_gdp_bound`
 (Gaussian DP, for Gaussian-like mechanisms). The claim is *violated* when
 ε_LB > ε_claimed; this is wrongly concluded for a mechanism that meets its

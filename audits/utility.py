@@ -101,20 +101,26 @@ def covariance_error(transcript: Transcript) -> dict:
 
 
 def utility_summary(utility: dict) -> str:
-    """One phrase for the utility a run measured (clustering accuracy or held-out RMSE)."""
+    """One phrase for the utility a run measured (clustering accuracy, held-out RMSE, covariance error), or why
+    it measured none; an RMSE worse than predicting 0 says so."""
     if utility.get("metric") == "held-out RMSE":
         if utility["rmse"] is None:
-            return "held-out RMSE n/a (no held-out ratings)"
+            return "utility not measured: the population holds out no ratings to score predictions on"
         ndcg = utility.get("ndcg10")
+        worse = utility["zero_rmse"] is not None and utility["rmse"] > utility["zero_rmse"]
         return (f"held-out RMSE {utility['rmse']:.4g}" + (f" (NDCG@10 {ndcg:.4g})" if ndcg is not None else "")
-                + f" (predicting 0: {utility['zero_rmse']:.4g})")
+                + f" (predicting 0: {utility['zero_rmse']:.4g}"
+                + ("; worse than predicting 0: too few users for what the mechanism estimates, its noise and "
+                   "sampling error outweigh the signal)" if worse else ")"))
     if utility.get("metric") == COVARIANCE_METRIC:
         error = utility.get("covariance_error")
         return f"relative covariance error {'n/a' if error is None else f'{error:.4g}'} at the last release"
     value = utility.get("final_accuracy")
     metric = utility.get("metric", "item clustering accuracy")
     label = "clustering accuracy" if metric == "item clustering accuracy" else metric
-    return f"{label} {'n/a' if value is None else value}"
+    if value is None:
+        return "utility not measured: no release is an item clustering to score"
+    return f"{label} {value:.4g}"
 
 
 def utility_reference(population, catalogue) -> tuple[np.ndarray | None, str, str | None]:

@@ -1,8 +1,8 @@
 """Adaptive MaxSense: MaxSense whose server focuses sensing on items still uncertain.
 
 An adaptive query protocol in the sense of Banerjee, Hegde, Massoulié (seed
-003), section 6 (adaptive lower bound ``U = Omega(N log N)``, ALGORITHMS.md
-section A); the paper gives no adaptive algorithm, so the scheme below is ours
+003), section 6 (adaptive lower bound ``U = Omega(N log N)``,
+docs/families/local-clustering.md); the paper gives no adaptive algorithm, so the scheme below is ours
 [G], built on MaxSense (section 5):
 
 * Each user gets a public sensing vector ``H_u`` with ``H_ui ~ Bernoulli(p_i)``,

@@ -133,7 +133,7 @@ class WorldInfo:
 
 
 class Mechanism(ABC):
-    """A multi-round protocol between a server and the users present (DESIGN.md, "Core contracts").
+    """A multi-round protocol between a server and the users present (docs/architecture.md, "The contracts").
 
     The engine (``simulator.engine``, the only round loop) drives it. Each
     round the server publishes ``broadcast(state)``; every present user with

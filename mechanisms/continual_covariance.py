@@ -1,4 +1,4 @@
-"""Continual release of a noisy covariance on the churn clock (issue 9; ALGORITHMS.md B and C).
+"""Continual release of a noisy covariance on the churn clock (issue 9; docs/families/continual-release.md).
 
 Each user sends its ratings once, clipped to L2 norm ``row_bound`` (L), at the
 first query tick it is present. The server's stream is the per-tick increment

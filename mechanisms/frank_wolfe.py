@@ -1,4 +1,4 @@
-"""Private Frank–Wolfe matrix completion with joint DP (Jain, Thakkar, Thakurta 2018; seed 004, ALGORITHMS.md B).
+"""Private Frank–Wolfe matrix completion with joint DP (Jain, Thakkar, Thakurta 2018; seed 004, docs/families/matrix-completion.md).
 
 Each round ``t = 1..T`` every user ``i`` sends ``A_i = P_Ω(Y_i − Y*_i)``
 (a sparse row); the server sums ``W = Σ A_iᵀA_i``, adds symmetric Gaussian

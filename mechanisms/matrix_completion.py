@@ -1,4 +1,4 @@
-"""Pieces the matrix-completion protocols share (ALGORITHMS.md B): low-rank rows, projections, noisy eigenvectors.
+"""Pieces the matrix-completion protocols share (docs/families/matrix-completion.md): low-rank rows, projections, noisy eigenvectors.
 
 Users' rows are sparse (``UserBatch.ratings``: the observed entries Ω); a
 user's completed row is kept as coefficients over a shared basis of item

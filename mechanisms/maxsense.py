@@ -1,6 +1,6 @@
 """MaxSense: epsilon-local-DP item clustering in the information-scarce regime.
 
-Banerjee, Hegde, Massoulié (seed 003), section 5; see ALGORITHMS.md section A.
+Banerjee, Hegde, Massoulié (seed 003), section 5; see docs/families/local-clustering.md.
 Each user gets a public sensing vector ``H_u`` (item ``i`` sensed with
 probability ``theta / w``), computes ``S_u = max_{i sensed} liked[u, i]`` and
 releases it with the epsilon-DP bit mechanism. The server scores items by

@@ -1,6 +1,6 @@
 """McSherry–Mironov: a differentially private recommender from noisy global effects and a noisy covariance.
 
-Seed 002 (McSherry, Mironov, KDD 2009), ALGORITHMS.md section C. The trusted
+Seed 002 (McSherry, Mironov, KDD 2009), docs/families/mcsherry-mironov.md. The trusted
 server measures, with Laplace (pure DP) or Gaussian noise:
 
 1. global effects: ``GSum``, ``GCount`` → ``G``; per item ``MSum``, ``MCount``

@@ -1,7 +1,7 @@
 """Multi-MaxSense: MaxSense with ``Q`` disjoint sensing sets per user, epsilon/Q each.
 
 Banerjee, Hegde, Massoulié (seed 003), section 5, Figure 3 and Theorem 5.3;
-see ALGORITHMS.md section A. Each user gets a uniformly random partition of
+see docs/families/local-clustering.md. Each user gets a uniformly random partition of
 the ``N`` items into blocks of ``N * theta / w`` items (``w / theta`` blocks);
 ``Q`` of the blocks become the user's (disjoint, public) sensing sets. The
 user computes ``Q`` MaxSense sketches ``S_uq = max_{i in block q} liked[u, i]``

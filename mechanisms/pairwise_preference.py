@@ -1,7 +1,7 @@
 """Pairwise-Preference: epsilon-local-DP item clustering in the information-rich regime.
 
 Banerjee, Hegde, Massoulié (seed 003), section 3.2 and Figure 1; see
-ALGORITHMS.md section A. Each user is asked about one public item pair
+docs/families/local-clustering.md. Each user is asked about one public item pair
 ``{i, j}`` (two distinct items uniformly at random, or two of the user's rated
 items when the rated set is treated as public), computes the one-bit sketch
 ``S = liked[i] & liked[j]`` (both rated positively; unrated counts as 0) and
@@ -22,7 +22,7 @@ liked)`` block-constant over item clusters. Three matrices are offered:
   100, two item clusters, w = 50, eps = 1) it needed 2-4x (or more) users
   to reach the accuracy of the de-biased sum.
 * ``"debiased_sum"`` (default): ``A_ij = sum_u S_u`` with each released bit
-  de-biased, ``S = ((1+e^eps) S_hat - 1)/(e^eps - 1)`` (ALGORITHMS.md A, bit
+  de-biased, ``S = ((1+e^eps) S_hat - 1)/(e^eps - 1)`` (docs/families/local-clustering.md, bit
   release) — the paper's ``A_ij = sum_u S_hat_u`` read with the unbiased
   sketch estimate. ``E[A] = n_ij M_ij``.
 * ``"debiased_mean"``: the per-pair average of de-biased bits (0 for pairs

@@ -1,4 +1,4 @@
-"""Private projected gradient descent for matrix completion (the baseline of Jain et al. 2018; ALGORITHMS.md B).
+"""Private projected gradient descent for matrix completion (the baseline of Jain et al. 2018; docs/families/matrix-completion.md).
 
 The same global/local split as private Frank–Wolfe (``GramCompletion``):
 each round users send ``A_i = P_Ω(Y_i − Y*_i)``, the server publishes the

@@ -1,7 +1,7 @@
 """Reference mechanisms with exactly known privacy, and deliberately broken twins.
 
-Negative and positive controls for the audits (AUDITING.md, "Verdicts and the
-harness"): each correct mechanism meets its claim with equality somewhere on
+Negative and positive controls for the audits (docs/statistics.md,
+"Verdicts"): each correct mechanism meets its claim with equality somewhere on
 its privacy curve; each broken twin keeps the correct twin's claim but
 violates it. Every class offers
 

@@ -1,4 +1,4 @@
-"""SP2: selective privacy on the device (seed 001, ALGORITHMS.md section E).
+"""SP2: selective privacy on the device (seed 001, docs/families/sp2.md).
 
 Every rating is public or private. The server trains a biased matrix
 factorisation ``r̂ = μ + b_u + b_i + q_iᵀp_u`` by SGD on the public ratings

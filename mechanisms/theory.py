@@ -1,6 +1,6 @@
 """Sample-complexity formulas for item clustering under local DP (seed 003).
 
-Pure functions, no randomness. Every formula is from ALGORITHMS.md section A
+Pure functions, no randomness. Every formula is from docs/families/local-clustering.md
 (Banerjee, Hegde, Massoulié, "The Price of Privacy in Untrusted Recommendation
 Engines"); the tag says how sure we are of it:
 
@@ -43,7 +43,7 @@ def _positive(name: str, value: float) -> None:
 def fano_min_users(n_items: int, epsilon: float) -> int:
     """Smallest number of users not ruled out by Fano's inequality (rich regime) [D].
 
-    ALGORITHMS.md A, "Lower bounds": with two item clusters (``2^N``
+    docs/families/local-clustering.md, "Lower bounds": with two item clusters (``2^N``
     hypotheses) any epsilon-LDP learner is unreliable when
     ``U · ε · log2(e) ≤ N/2 − 1`` (each user's messages carry at most
     ``ε log2 e`` bits about the clustering). Returns the smallest integer
@@ -63,7 +63,7 @@ def fano_min_users(n_items: int, epsilon: float) -> int:
 def scarce_min_users(n_items: int, ratings_per_user: int, epsilon: float, constant: float = 1.0) -> float:
     """Information-scarce lower bound ``U = Ω(N² / (w (e^ε − 1)²))`` [D].
 
-    ALGORITHMS.md A, "Lower bounds": for ``w = o(N^{1/3})`` and ``ε ≤ ln 2``
+    docs/families/local-clustering.md, "Lower bounds": for ``w = o(N^{1/3})`` and ``ε ≤ ln 2``
     each user's released bits carry ``I(T; S) ≤ 2 (e^ε − 1)² w / N`` about the
     clustering, so any non-adaptive epsilon-LDP learner needs
     ``U ≥ C · N² / (w (e^ε − 1)²)`` users. ``C`` (``constant``) is not known
@@ -91,7 +91,7 @@ def maxsense_expected_scores(b, user_weights, item_weights, theta: float, w: int
                              epsilon: float, users: float) -> np.ndarray:
     """Expected MaxSense item score ``E[c_i]`` for an item of each item cluster [D]: shape (L,).
 
-    ALGORITHMS.md A, "MaxSense": with ``p = θ / w``,
+    docs/families/local-clustering.md, "MaxSense": with ``p = θ / w``,
     ``m_k = Σ_l β_l b[k, l]``, ``q_k = 1 − e^{−θ m_k}`` (the probability that a
     user of cluster ``k`` has a liked item among the sensed ones, Poisson
     approximation) and ``q = Σ_k α_k q_k``::
@@ -122,7 +122,7 @@ def maxsense_expected_scores(b, user_weights, item_weights, theta: float, w: int
 def maxsense_separation(b, user_weights, item_weights, theta: float) -> float:
     """MaxSense's separation ``Δ = min_{l≠l'} |Σ_k α_k e^{−θ m_k} (b[k,l] − b[k,l'])|`` [D], Poisson limit.
 
-    ALGORITHMS.md A, "MaxSense": the gap between the expected scores of two
+    docs/families/local-clustering.md, "MaxSense": the gap between the expected scores of two
     item clusters is ``U p tanh(ε/2) (w/N) Δ``; ``Δ = 0`` means MaxSense
     cannot tell some clusters apart (e.g. a symmetric ``b``). With a single
     item cluster there is nothing to separate and ``inf`` is returned.
@@ -270,7 +270,7 @@ def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, d
                            fail_prob: float = 0.05, constant: float = 1.0) -> float:
     """Users sufficient for MaxSense ``U ≈ C · N² log(N/δ) / (θ w Δ² tanh²(ε/2))`` [D].
 
-    ALGORITHMS.md A, "MaxSense": clustering succeeds with probability
+    docs/families/local-clustering.md, "MaxSense": clustering succeeds with probability
     ``≥ 1 − δ`` (``fail_prob``) above this many users, for a constant ``C``
     (``constant``) the paper does not give [G]. ``delta_sep`` is ``Δ`` from
     :func:`maxsense_separation`. Log-slopes: +2 in N (up to the log), −1 in w,
@@ -289,7 +289,7 @@ def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, d
 def pairwise_preference_users(n_items: int, constant: float = 1.0, ratings_per_user: int | None = None) -> float:
     """Users sufficient for Pairwise-Preference, ``C · N log N`` in the rich regime [P, C: G].
 
-    ALGORITHMS.md A, "Pairwise-Preference": success needs ``U ≳ C N log N``
+    docs/families/local-clustering.md, "Pairwise-Preference": success needs ``U ≳ C N log N``
     (Theorem 3.5; ``C`` depends on ε, the blockmodel and the eigen-gap
     conditions and is not given [G]). With ``ratings_per_user`` (``w``) the
     answer is ``C N log N (N/w)²`` [D]: a user likes both items of its pair
@@ -307,7 +307,7 @@ def pairwise_preference_users(n_items: int, constant: float = 1.0, ratings_per_u
 def adaptive_min_users(n_items: int) -> float:
     """Lower bound for adaptive epsilon-LDP queries (``w = 1``, two clusters): ``N log N`` [D].
 
-    ALGORITHMS.md A, "Lower bounds" (the paper's Theorem 6.1,
+    docs/families/local-clustering.md, "Lower bounds" (the paper's Theorem 6.1,
     ``U = Ω(N log N)``); returned without a constant (``C = 1``), i.e. as a
     scale, not an exact count.
     """

@@ -1,6 +1,6 @@
 """Reference mechanisms with vector, index and mixed outputs, each with a broken twin.
 
-Controls for the black-box audits (AUDITING.md, "Verdicts and the harness"):
+Controls for the black-box audits (docs/statistics.md, "Verdicts"):
 the harness must pass every correct mechanism and flag every broken twin
 without a hand-written score. Each class has ``claim``, ``neighbours`` and
 ``sample(value, n, rng)`` (vectorised over the ``n`` runs); none has a

@@ -1,7 +1,7 @@
 """Xin–Jaakkola: public users train an item–item model, private users answer once with 2nd-order responses.
 
 Seed 000 (Xin, Jaakkola, "Controlling privacy in recommender systems", NIPS
-2014), ALGORITHMS.md section D.
+2014), docs/families/xin-jaakkola.md.
 
 * **Model.** Ratings centred by the item means ``μ`` of the public users; a
   user's missing entries are predicted from its observed ones by Eq. 4,

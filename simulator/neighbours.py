@@ -257,7 +257,7 @@ class StarPatternReplace(UserReplace):
     shuffled over the same items. Every single rating's distribution is the
     same in both worlds (the marginal over a random rated item), while the
     pairwise products ``(r_i − mid)(r_j − mid)`` differ: the pair that separates
-    first-order from second-order leakage (Xin–Jaakkola, ALGORITHMS.md D).
+    first-order from second-order leakage (Xin–Jaakkola, docs/families/xin-jaakkola.md).
     Levels come from the population's ``n_stars`` (1..S), else 1..5.
     """
 

@@ -101,7 +101,7 @@ def _block_shape(blocks: list) -> tuple[int, ...]:
 
 @dataclass
 class SBMPopulation(_BlockModel):
-    """Bipartite stochastic blockmodel (seed 003, ALGORITHMS.md A).
+    """Bipartite stochastic blockmodel (seed 003, docs/families/local-clustering.md).
 
     Users fall in ``K`` clusters with ``user_cluster_weights``; items in ``L``
     clusters with ``item_cluster_weights`` (exact sizes by largest-remainder
@@ -250,7 +250,7 @@ def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
 
 @dataclass
 class RankOnePopulation:
-    """Jain et al.'s synthetic rank-one world ``Y = u vᵀ`` with |Y| <= 1 (seed 004, ALGORITHMS.md B).
+    """Jain et al.'s synthetic rank-one world ``Y = u vᵀ`` with |Y| <= 1 (seed 004, docs/families/matrix-completion.md).
 
     Items' ``v_j`` and users' ``u_i`` are uniform on [-1, 1] without 0 (a random sign
     times 1 − U, U ~ U[0, 1)), and ``v`` is rescaled so ``max |v_j| = 1``: every

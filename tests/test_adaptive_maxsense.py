@@ -1,4 +1,4 @@
-"""Tests for mechanisms.adaptive_maxsense (adaptive MaxSense, ALGORITHMS.md A).
+"""Tests for mechanisms.adaptive_maxsense (adaptive MaxSense, docs/families/local-clustering.md).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with at most a few hundred

@@ -1,7 +1,7 @@
 """Tests for audits.stats.bounds (Clopper–Pearson ε lower bounds).
 
 Every statistical assertion below uses a fixed seed and states its
-false-failure probability (AUDITING.md, "Verdicts and the harness").
+false-failure probability (docs/statistics.md, "Verdicts").
 """
 
 import dataclasses

@@ -218,7 +218,7 @@ def test_a_panel_must_match_the_mechanisms_iterations(tmp_path):
 
 
 def reference_projected_gradient(y_star, mask, row_bound, iterations, step_size, rank):
-    """Private PGD with σ = 0, dense, from ALGORITHMS.md B (written for this test): Y⁰ = 0;
+    """Private PGD with σ = 0, dense, from Jain et al. (written for this test): Y⁰ = 0;
     A = P_Ω(Y − Y*); V = top-``rank`` eigenvectors of AᵀA; Y ← Π_{L,Ω}((Y − ηA) VᵀV)."""
     def clip(rows):  # Π_{L,Ω}: each row scaled so its observed entries have norm ≤ L
         norms = np.linalg.norm(np.where(mask, rows, 0.0), axis=1)
@@ -237,7 +237,7 @@ def reference_projected_gradient(y_star, mask, row_bound, iterations, step_size,
 @pytest.mark.parametrize("row_bound, rank", [(0.6, 1), (10.0, 1), (0.6, 2)])
 def test_noiseless_projected_gradient_matches_a_dense_reimplementation(row_bound, rank):
     """The engine's PGD with the noise switched off (σ spent = 0) computes exactly the update of
-    ALGORITHMS.md B: rounds, eigenvector signs and the change of basis between rounds included."""
+    Jain et al.'s update: rounds, eigenvector signs and the change of basis between rounds included."""
     import dataclasses
 
     rows, _, y = rank_one(300, 12, 5, seed=7)

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.multi_maxsense (ALGORITHMS.md A, Multi-MaxSense).
+"""Tests for mechanisms.multi_maxsense (docs/families/local-clustering.md, Multi-MaxSense).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with at most a few hundred

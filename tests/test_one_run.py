@@ -20,7 +20,7 @@ from audits.stats.one_run import (
 
 
 def _brute_p(r, v, eps, delta, m):
-    """AUDITING.md's formula with explicit binomial pmf sums and a Python max over i."""
+    """The formula of docs/statistics.md with explicit binomial pmf sums and a Python max over i."""
     q = math.exp(eps) / (1 + math.exp(eps))
     pmf = [math.comb(r, j) * q**j * (1 - q) ** (r - j) for j in range(r + 1)]
     beta = sum(pmf[v:])

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.pairwise_preference (ALGORITHMS.md A, Pairwise-Preference).
+"""Tests for mechanisms.pairwise_preference (docs/families/local-clustering.md, Pairwise-Preference).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with the number of comparisons

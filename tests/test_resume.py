@@ -127,7 +127,7 @@ def test_two_runs_into_one_folder(tmp_path, capsys):
     running = start(["run", str(first), "--out", str(out)])
     try:
         deadline = time.monotonic() + 60
-        while not (out / ".recaudit.lock").exists() or not (out / ".recaudit.lock").read_text().strip():
+        while not (out / ".recaudit.pid").exists() or not (out / ".recaudit.pid").read_text().strip():
             assert time.monotonic() < deadline and running.is_alive()
             time.sleep(0.01)
         capsys.readouterr()

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.theory (ALGORITHMS.md A sample-complexity formulas).
+"""Tests for mechanisms.theory (docs/families/local-clustering.md sample-complexity formulas).
 
 Closed forms are checked against hand computations; MaxSense's expected
 scores against simulation, with a tolerance of 6 standard errors of the

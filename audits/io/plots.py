@@ -100,48 +100,54 @@ def roc_figure(curves: list[dict], claim: dict) -> bytes:
 def epsilon_figure(rows: list[dict], title: str) -> bytes:
     """ε_LB of each row with its one-sided interval up to the ceiling, against the claimed ε (diagonal drawn).
 
-    ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling``, ``confidence``. A claim below the diagonal's
-    reach of its ε_LB is contradicted at that confidence.
+    ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling``, ``confidence``, ``verdict``. Each label has its
+    colour and one legend entry (a label repeated over runs, e.g. a mechanism over an ε grid, shares them), so
+    no text is drawn on the axes where it could overlap; violated runs are drawn as crosses.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    fig, ax = plt.subplots(figsize=(7.4, 4.6))
     claims = [r["claim"] for r in rows]
     top = max([r["ceiling"] for r in rows if r["ceiling"] is not None] + claims + [1e-3])
     high = max(claims + [r["epsilon_lb"] for r in rows]) * 1.15 + 0.05
     ax.plot([0, high], [0, high], "k-", lw=1, label="ε_LB = claimed ε")
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    colour = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    # runs at (almost) the same claim are spread sideways so each keeps its own dot and interval
     span = max(claims) - min(claims)
-    jitter = 0.015 * (span if span > 0 else max(claims[0], 1.0))
-    # a label repeated over runs (a mechanism over an ε grid) is written once, at its largest claim;
-    # labels at the same claim are stacked
-    last = {r["label"]: max(q["claim"] for q in rows if q["label"] == r["label"]) for r in rows}
-    stacked: dict[float, int] = {}
+    width = 0.04 * (span if span > 0 else max(claims[0], 1.0))
+    same: dict[float, list[int]] = {}
     for i, r in enumerate(rows):
-        x = r["claim"] + jitter * (i - (len(rows) - 1) / 2) / max(len(rows), 1)
-        color = "C3" if r.get("verdict") == "violated" else "C0"
+        same.setdefault(round(r["claim"], 6), []).append(i)  # accountants' claims differ in the last digits
+    for i, r in enumerate(rows):
+        group = same[round(r["claim"], 6)]
+        x = r["claim"] + width * (group.index(i) - (len(group) - 1) / 2)
+        c = colour[r["label"]]
         ax.errorbar([x], [r["epsilon_lb"]], yerr=[[0], [max((r["ceiling"] or top) - r["epsilon_lb"], 0)]],
-                    fmt="o", color=color, ecolor=color, elinewidth=1, capsize=3, lolims=[True],
-                    label=None)
-        if r["claim"] == last[r["label"]]:
-            key = round(r["claim"], 6)  # accountants' claims differ in the last digits
-            below = stacked[key] = stacked.get(key, -1) + 1
-            ax.annotate(one_line(r["label"]), (x, r["epsilon_lb"]), textcoords="offset points",
-                        xytext=(5, 4 + 9 * below), fontsize=7)
-    ax.plot([], [], "o", color="C0", label="ε_LB, consistent (arrow: interval [ε_LB, ∞) up to the ceiling)")
-    ax.plot([], [], "o", color="C3", label="ε_LB, violated")
+                    fmt="X" if r.get("verdict") == "violated" else "o", ms=7, color=c, ecolor=c, elinewidth=1,
+                    capsize=3, lolims=[True])
+    for label in labels:
+        ax.plot([], [], "o", color=colour[label], label=one_line(label))
+    if any(r.get("verdict") == "violated" for r in rows):
+        ax.plot([], [], "X", color="0.3", label="violated (cross)")
     ax.set_xlim(0, high)
     ax.set_ylim(0, max(high, top * 1.05))
     ax.set_xlabel("claimed ε")
-    ax.set_ylabel("ε lower bound")
+    ax.set_ylabel("ε lower bound (bar: up to the ceiling)")
     conf = sorted({r["confidence"] for r in rows})
-    ax.set_title(f"{title} (confidence {', '.join(f'{c:.3g}' for c in conf)})", fontsize=10)
+    ax.set_title(f"{title} (confidence {', '.join(f'{100 * c:.4g} %' for c in conf)})", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
     return _png(fig)
 
 
+def curve_value(utility: dict) -> str:
+    """The key of a utility curve's values: a covariance server's error, else clustering accuracy."""
+    return "covariance_error" if "covariance_error" in utility else "accuracy"
+
+
 def timeline_figure(world: dict, utility: dict) -> bytes | None:
-    """Users present over time, the releases, and the utility of each release (None without a timeline)."""
+    """Users present over time, the releases, and the utility of each release (None without a timeline: a panel)."""
     timeline = world.get("timeline")
     if not timeline:
         return None
@@ -150,16 +156,21 @@ def timeline_figure(world: dict, utility: dict) -> bytes | None:
     ax.plot(timeline["time"], timeline["users_present"], "-", color="C0", label="users present")
     ax.set_xlabel("time")
     ax.set_ylabel("users present", color="C0")
-    for i, p in enumerate(utility["curve"]):
-        ax.axvline(p["time"], color="0.75", lw=0.8, zorder=0, label="release" if i == 0 else None)
-    curve = [p for p in utility["curve"] if p["accuracy"] is not None]
+    releases = world.get("release_times") or [p["time"] for p in utility["curve"]]
+    for i, at in enumerate(releases):
+        ax.axvline(at, color="0.75", lw=0.8, zorder=0, label="release" if i == 0 else None)
+    key = curve_value(utility)
+    curve = [p for p in utility["curve"] if p.get(key) is not None]
     lines, labels = ax.get_legend_handles_labels()
     if curve:
         right = ax.twinx()
-        right.plot([p["time"] for p in curve], [p["accuracy"] for p in curve], "s-", color="C2",
+        right.plot([p["time"] for p in curve], [p[key] for p in curve], "s-", color="C2",
                    label=utility["metric"])
-        right.set_ylim(0, 1.02)
-        right.set_ylabel(utility["metric"], color="C2")
+        if key == "accuracy":
+            right.set_ylim(0, 1.02)
+        else:
+            right.set_ylim(bottom=0)
+        right.set_ylabel(one_line(utility["metric"], 45), color="C2")
         more = right.get_legend_handles_labels()
         lines, labels = lines + more[0], labels + more[1]
     ax.legend(lines, labels, fontsize=7, loc="lower right")

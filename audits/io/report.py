@@ -149,6 +149,41 @@ def md(text) -> str:
                            " ".join(str(text).splitlines()))
 
 
+def confidence_text(confidence: float) -> str:
+    """A confidence as people read it, worded the same everywhere (stdout, Markdown, HTML, plots): ``97.5 %``."""
+    return f"{100 * confidence:.4g} %"
+
+
+def at_ceiling(test: dict) -> bool:
+    """Whether a test's (or the audit's strongest) bound sits at its ceiling: the leakage is at least that,
+    and more runs would show more."""
+    ceiling = test.get("ceiling")
+    return ceiling is not None and test["epsilon_lb"] >= ceiling * (1 - 1e-9) and ceiling > 0
+
+
+CEILING_NOTE = "at least the ceiling — more runs would show more"
+
+
+def bound_text(test: dict, digits: int = 3) -> str:
+    """``ε ≥ 1.23 at 95 % confidence (ceiling 10.2)``, flagged when the bound is at its ceiling."""
+    ceiling = "unbounded" if test["ceiling"] is None else f"{test['ceiling']:.{digits}g}"
+    note = f": {CEILING_NOTE}" if at_ceiling(test) else ""
+    return f"ε ≥ {test['epsilon_lb']:.{digits}g} at {confidence_text(test['confidence'])} confidence " \
+           f"(ceiling {ceiling}{note})"
+
+
+def summary_line(report: dict) -> str:
+    """The one line ``recaudit run`` prints: claim, strongest bound, verdict, utility."""
+    audit, claim = report["audit"], report["claim"]
+    name = " ".join(str(report["scenario"]["name"]).splitlines())  # a name cannot forge a line of output
+    said = "no privacy claim, measured leakage" if claim["epsilon"] is None else \
+        f"claim ε={claim['epsilon']:g} (δ={claim['delta']:g});"
+    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
+    note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
+    return (f"{name}: {said} ε_LB={audit['epsilon_lb']:.4f} at {confidence_text(audit['confidence'])} confidence "
+            f"(ceiling {ceiling}{note}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
+
+
 def claim_epsilon(epsilon) -> str:
     """A claim's ε for people: ``none`` for a claim that promises nothing (its ε is null in JSON)."""
     return "none" if epsilon is None else f"{epsilon:g}"
@@ -158,17 +193,14 @@ def verdict_sentence(report: dict) -> str:
     """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict."""
     claim, audit = report["claim"], report["audit"]
     delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
-    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.3g}"
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
     if report["verdict"] == "no_claim":
         return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; {best} measures leakage "
-                f"ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % confidence "
-                f"(ceiling {ceiling}): no_claim.")
+                f"{bound_text(audit)}: no_claim.")
     scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
     return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
-            f"per {claim['unit']}{scope}; {best} shows ε ≥ {audit['epsilon_lb']:.3g} at {100 * audit['confidence']:.4g} % "
-            f"confidence (ceiling {ceiling}): {report['verdict']}.")
+            f"per {claim['unit']}{scope}; {best} shows {bound_text(audit)}: {report['verdict']}.")
 
 
 def report_markdown(report: dict) -> str:
@@ -188,18 +220,20 @@ def report_markdown(report: dict) -> str:
            if report["verdict"] == "violated" else
            "the claim is not contradicted by this audit (an audit can never prove privacy)."),
         "",
+        *([md(report["scenario"]["description"]), ""] if report["scenario"].get("description") else []),
         f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
         + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
            f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
            if claim["epsilon"] is not None else "no privacy claim")
         + f"; the attacks read the `{audit['view']}` view",
-        f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {audit['confidence']:.4g} confidence "
-        f"(ceiling {_fmt(audit['ceiling'])}, tightness {_fmt(audit['tightness'])}), {runs} "
+        f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
+        f"confidence (ceiling {_fmt(audit['ceiling'])}"
+        + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
         f"(design `{audit['design']}`)",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
-        f"- utility: {utility_summary(util)}" + (" at the last release" if util.get("curve") else "")
-        + (f" (reference: {md(util['reference'])})" if util.get("reference") else ""),
+        f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
+        + (f" (reference: {md(util['reference'])})" if util.get("reference") and utility_measured(util) else ""),
         "",
         "## Tests",
         "",
@@ -211,7 +245,8 @@ def report_markdown(report: dict) -> str:
         c = t["counts"]
         counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
                   else f"{c['v']}/{c['r']} guesses right of {c['m']}")
-        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {t['epsilon_lb']:.4f} | {t['confidence']:.4g} | "
+        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {epsilon_cell(t)} | "
+                     f"{confidence_text(t['confidence'])} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
                      f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
     reach = [line for line in map(reach_sentence, report["tests"]) if line]
@@ -221,21 +256,48 @@ def report_markdown(report: dict) -> str:
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
-        "show. A verdict is `violated` when the Holm-adjusted p-value of \"the claim holds\" is below α.",
+        f"show ({CEILING_NOTE} when a bound reaches it). A verdict is `violated` when the Holm-adjusted p-value "
+        "of \"the claim holds\" is below α.",
         "",
-        "## Utility over time",
-        "",
-        f"| time | users seen | {md(util['metric'])} |",
-        "|---:|---:|---:|",
     ]
-    value = "covariance_error" if "covariance_error" in util else "accuracy"
-    lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(p.get(value))} |" for p in util["curve"]]
+    curve = utility_curve(util)
+    if curve:
+        lines += ["## Utility over time", "", f"| time | users seen | {md(util['metric'])} |", "|---:|---:|---:|"]
+        lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(value)} |" for p, value in curve]
+        lines.append("")
     w = report["world"]
-    lines += ["", f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
-              f"arrived, {w['users_answered']:,} answered, "
-              f"{w['releases']} releases over {w['n_items']} items in {w['n_item_clusters']} clusters.",
+    lines += [f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
+              f"arrived, {w['users_answered']:,} answered; {schedule_text(report)}; "
+              f"{w['n_items']} items in {w['n_item_clusters']} clusters.",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
+
+
+def epsilon_cell(test: dict) -> str:
+    """A test's ε_LB for a table cell: ``≥ 3.98 (at the ceiling)`` when it is at its ceiling."""
+    return f"≥ {test['epsilon_lb']:.4f} (at the ceiling)" if at_ceiling(test) else f"{test['epsilon_lb']:.4f}"
+
+
+def utility_curve(utility: dict) -> list[tuple[dict, float]]:
+    """The utility of every release that has one, as (point, value); empty when no release is scored."""
+    key = plots.curve_value(utility)
+    return [(p, p[key]) for p in utility.get("curve", []) if p.get(key) is not None]
+
+
+def utility_measured(utility: dict) -> bool:
+    return bool(utility_curve(utility)) or utility.get("rmse") is not None \
+        or utility.get("final_accuracy") is not None
+
+
+def schedule_text(report: dict) -> str:
+    """How the world ran, in words: the panel's rounds and its one release, or churn's releases."""
+    world = report["world"]
+    if world.get("panel_rounds") is not None:
+        return (f"a panel: every user present from the start, {world['panel_rounds']} round(s) of answers, "
+                f"{world['releases']} release(s) after the last round")
+    churn = report["scenario"].get("churn") or {}
+    every = f" (every {churn['release_interval']:g})" if churn.get("release_interval") else ""
+    return f"users arriving and leaving until t = {world.get('horizon', 0):g}, {world['releases']} releases{every}"
 
 
 def population_text(population: dict) -> str:
@@ -423,7 +485,7 @@ def _median_tables(report: dict) -> list[str]:
         drawn = list(dict.fromkeys(b["bound"] for b in bounds))
         scope = {"fano": "Fano's is for two item clusters", "scarce": "the scarce one is stated (C = 1) for "
                  "w = o(N^(1/3)) and eps <= ln 2", "adaptive": "the adaptive one (C = 1) for w = 1"}
-        lines += ["Bounds (`mechanisms/theory.py`, ALGORITHMS.md A): "
+        lines += ["Bounds (`mechanisms/theory.py`, docs/families/local-clustering.md): "
                   + "; ".join(dict.fromkeys(b["label"] for b in bounds)) + ". "
                   + "; ".join(scope[n] for n in drawn) + ".", ""]
     return lines
@@ -464,6 +526,8 @@ def render_html(template: str, **context) -> str:
     """Render one of the package's HTML templates (every value autoescaped)."""
     env = _environment()
     env.filters["num"] = _fmt
+    env.filters["confidence"] = confidence_text
+    env.filters["bound"] = epsilon_cell
     return env.get_template(template).render(**context)
 
 
@@ -510,8 +574,9 @@ def report_figures(report: dict, tests) -> list[dict]:
                "Each test's lower bound (dot) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling "
                "(the largest bound these runs could show). Above the diagonal: the claim is exceeded."),
         figure("The world over time", plots.timeline_figure(report["world"], report["utility"]),
-               "Users present in the churn world, the server's releases (grey lines) and the utility of "
-               "each release."),
+               "Users present in the churn world and the server's releases (grey lines)"
+               + (f", with the {report['utility']['metric']} of each release." if utility_curve(report["utility"])
+                  else ".")),
     ]
     return [f for f in figures if f is not None]
 
@@ -520,8 +585,9 @@ def report_html(report: dict, tests) -> str:
     """The self-contained HTML report of one run (figures embedded)."""
     return render_html("report.html", report=report, figures=report_figures(report, tests),
                        population=population_text(report["scenario"]["population"]),
-                       utility=utility_summary(report["utility"]),
-                       reach=[line for line in map(reach_sentence, report["tests"]) if line])
+                       utility=utility_summary(report["utility"]), curve=utility_curve(report["utility"]),
+                       measured=utility_measured(report["utility"]), schedule=schedule_text(report),
+                       ceiling_note=CEILING_NOTE, reach=[line for line in map(reach_sentence, report["tests"]) if line])
 
 
 def schema() -> dict:

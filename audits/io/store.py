@@ -18,16 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from mechanisms.errors import BadInput
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no folder lock
-    fcntl = None
-
 TEMP_SUFFIX = ".tmp"
-LOCK_NAME = ".recaudit.lock"
+LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)
+OWNER_NAME = ".recaudit.pid"  # the holder's pid, for the message a second run gets
 
 
 def _atomic(path: Path, fill: Callable[[Any], None]) -> None:
@@ -82,7 +79,7 @@ class FolderUnusable(BadInput, RuntimeError):
     """The output folder cannot be created or written."""
 
 
-_held: dict[Path, list] = {}  # folders this process holds: path -> [lock file, depth]
+_held: dict[Path, list] = {}  # folders this process holds: path -> [lock, depth]
 
 
 @contextlib.contextmanager
@@ -110,31 +107,28 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
         finally:
             _held[key][1] -= 1
         return
+    lock = FileLock(key / LOCK_NAME)
     try:
-        handle = open(key / LOCK_NAME, "a+")
+        lock.acquire(timeout=0)
+    except Timeout:
+        try:
+            holder = (key / OWNER_NAME).read_text().strip() or "unknown"
+        except OSError:
+            holder = "unknown"
+        raise FolderBusy(f"{directory}: another recaudit run (pid {holder}) is writing to this folder; "
+                         "wait for it to finish or choose another --out") from None
     except OSError as exc:
         raise FolderUnusable(f"{directory}: cannot write in the output folder ({exc.strerror or exc})") from None
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "unknown"
-                raise FolderBusy(f"{directory}: another recaudit run (pid {holder}) is writing to this folder; "
-                                 "wait for it to finish or choose another --out") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        write_text(key / OWNER_NAME, str(os.getpid()))
         remove_temporaries(key)
-        _held[key] = [handle, 1]
+        _held[key] = [lock, 1]
         try:
             yield
         finally:
             del _held[key]
     finally:
-        handle.close()  # closing releases the lock
+        lock.release()
 
 
 class ProgressMismatch(BadInput, RuntimeError):

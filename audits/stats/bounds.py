@@ -40,7 +40,7 @@ def split_epsilon_bound(
     each array first. The test is chosen by :func:`select_threshold` on the
     selection part (simultaneous Wilson-bound criterion at ``alpha``), and the bound is
     :func:`epsilon_lower_bound` on the evaluation counts — valid because the
-    test is independent of those runs (AUDITING.md, "split"). The ceiling is
+    test is independent of those runs (docs/statistics.md, "The distinguishing game"). The ceiling is
     that of the evaluation sizes.
     """
     _check_alpha(alpha)
@@ -92,7 +92,7 @@ def heldout_epsilon_bound(
 def fixed_threshold_epsilon_bound(
     scores0, scores1, threshold: float, direction: int, alpha: float, delta: float = 0.0
 ) -> BoundResult:
-    """ε lower bound at confidence 1 − alpha for a test fixed before the runs (AUDITING.md).
+    """ε lower bound at confidence 1 − alpha for a test fixed before the runs (docs/statistics.md).
 
     Every run is counted (no selection split): :func:`epsilon_lower_bound`
     on the counts of the given (threshold, direction). Valid only if the test

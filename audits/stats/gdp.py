@@ -21,7 +21,7 @@ def gdp_mu_lower_bound(false_pos, n_neg, false_neg, n_pos, alpha: float) -> floa
     μ-GDP means every test has ``FNR ≥ Φ(Φ⁻¹(1 − FPR) − μ)``, i.e.
     ``μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR)``; the right side decreases in both rates,
     so with one-sided Clopper–Pearson upper bounds ``FPR̄``, ``FNR̄`` (each at
-    alpha/2) ``μ_LB = Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄)``, clipped at 0 (AUDITING.md;
+    alpha/2) ``μ_LB = Φ⁻¹(1 − FPR̄) − Φ⁻¹(FNR̄)``, clipped at 0 (docs/statistics.md;
     Nasr et al. 2023, "Tight auditing of differentially private machine
     learning"). The expression is symmetric in the two rates, so it covers
     both test directions. Valid only for a test fixed before these counts.
@@ -132,7 +132,7 @@ def split_gdp_bound(
     selection_fraction: float = 0.5,
     rng=None,
 ) -> BoundResult:
-    """GDP ε lower bound at confidence 1 − alpha, test chosen on held-out runs (AUDITING.md).
+    """GDP ε lower bound at confidence 1 − alpha, test chosen on held-out runs (docs/statistics.md).
 
     Split as in :func:`split_epsilon_bound`; the test maximising the μ bound
     on the selection part (:func:`select_gdp_threshold`) is evaluated on the

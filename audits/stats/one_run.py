@@ -2,7 +2,7 @@
 
 Steinke, Nasr, Jagielski (2023), "Privacy auditing with one (1) training
 run" (NeurIPS 2023), Theorem 3.1 / Proposition 5.7, as summarised in
-/work/shared/AUDITING.md ("One-run audit"). Insert ``m`` canaries, each
+docs/statistics.md ("One-run audit"). Insert ``m`` canaries, each
 included independently with probability ½; run the mechanism once; guess
 "in" for the ``k_pos`` highest-scoring canaries, "out" for the ``k_neg``
 lowest, abstain on the rest. With ``r = k_pos + k_neg`` guesses of which
@@ -71,7 +71,7 @@ def _check_delta(delta: float) -> float:
 
 
 def one_run_p_value(r: int, v: int, epsilon: float, delta: float, m: int) -> float:
-    """``p = min(1, β + α*·2mδ)``, Steinke, Nasr, Jagielski (2023), Prop. 5.7 (AUDITING.md).
+    """``p = min(1, β + α*·2mδ)``, Steinke, Nasr, Jagielski (2023), Prop. 5.7 (docs/statistics.md).
 
     A valid p-value for "the mechanism is (ε, δ)-DP" given ``v`` correct
     guesses out of ``r`` on ``m`` canaries. The maximum over ``i`` is taken on
@@ -103,7 +103,7 @@ def _epsilon_bracket(r: int, alpha: float) -> float:
 def one_run_epsilon_lower_bound(r: int, v: int, m: int, alpha: float, delta: float = 0.0) -> float:
     """Largest ε whose (ε, δ)-DP hypothesis is rejected at level alpha: ``sup{ε : p(ε) < alpha}``.
 
-    Steinke, Nasr, Jagielski (2023), Algorithm 1 (AUDITING.md). ``p`` grows
+    Steinke, Nasr, Jagielski (2023), Algorithm 1 (docs/statistics.md). ``p`` grows
     with ε (β does, and the maximum over ``i`` did for every (r, v, m, δ) we
     checked — tests/test_one_run.py), so the set is an interval from 0 and
     the edge is found by root-finding on ``[0, logit(alpha^(1/r))]`` (at the

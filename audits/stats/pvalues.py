@@ -47,7 +47,7 @@ def holm_adjust(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Holm's step-down correction (Holm 1979): ``(reject, adjusted_p_values)``.
 
     Controls the family-wise error rate at alpha across all the tests of one
-    run (AUDITING.md, "Verdicts"); wraps
+    run (docs/statistics.md, "Verdicts"); wraps
     ``statsmodels.stats.multitest.multipletests(method="holm")``.
     """
     _check_alpha(alpha)

@@ -114,7 +114,7 @@ def cp_upper(k, n, alpha: float) -> float | np.ndarray:
 
 
 def epsilon_from_rates(fpr_upper, fnr_upper, delta=0.0) -> float | np.ndarray:
-    """δ-aware ε from upper bounds on FPR and FNR (AUDITING.md; Kairouz et al. 2015).
+    """δ-aware ε from upper bounds on FPR and FNR (docs/statistics.md; Kairouz et al. 2015).
 
     ``max(ln((1 − δ − FNR̄)/FPR̄), ln((1 − δ − FPR̄)/FNR̄))`` clipped below at
     0; a term whose numerator is ≤ 0 contributes 0. A zero denominator with a
@@ -137,7 +137,7 @@ def epsilon_from_rates(fpr_upper, fnr_upper, delta=0.0) -> float | np.ndarray:
 def epsilon_lower_bound(
     false_pos, n_neg, false_neg, n_pos, alpha: float, delta=0.0
 ) -> float | np.ndarray:
-    """Clopper–Pearson ε lower bound at confidence 1 − alpha (AUDITING.md).
+    """Clopper–Pearson ε lower bound at confidence 1 − alpha (docs/statistics.md).
 
     FPR and FNR are each bounded one-sidedly at alpha/2 (union bound), then
     combined with :func:`epsilon_from_rates`. Valid only if the test

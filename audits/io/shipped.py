@@ -1,0 +1,49 @@
+"""The scenarios shipped inside the package (``audits/scenarios``: in a checkout, a link to ``scenarios/``),
+runnable by name from any folder: ``recaudit run quickstart``."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .yamlio import ScenarioError
+
+SUFFIX = ".yaml"
+
+
+def shipped_folder() -> Path:
+    """Where the shipped scenario files are (inside the installed package)."""
+    return Path(str(resources.files("audits") / "scenarios"))
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """Every shipped scenario, by name (its file name without ``.yaml``), sorted."""
+    folder = shipped_folder()
+    return {p.name.removesuffix(SUFFIX): p for p in sorted(folder.glob(f"*{SUFFIX}"))} if folder.is_dir() else {}
+
+
+def resolve(argument: str | Path) -> Path:
+    """A scenario file: ``argument`` itself when it exists (or looks like a path), else the shipped scenario
+    of that name (``quickstart`` or ``quickstart.yaml``). A name that is neither is a one-line error."""
+    path = Path(argument)
+    if path.exists():
+        return path
+    name = path.name.removesuffix(SUFFIX)
+    shipped = shipped_scenarios()
+    if path.parent == Path(".") and name in shipped:
+        return shipped[name]
+    if path.parent == Path(".") and path.suffix == "":
+        raise ScenarioError(f"{argument}: no such file and no shipped scenario of that name "
+                            f"(`recaudit scenarios` lists them)")
+    return path  # a path: the loader reports it missing
+
+
+def description(path: Path) -> str:
+    """A scenario file's ``description`` (plain, one line) without validating the whole file."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    text = data.get("description", "") if isinstance(data, dict) else ""
+    return " ".join(str(text).split())
