@@ -52,13 +52,15 @@ def predicted_at(outputs, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
     return outputs.at(rows, items) if hasattr(outputs, "at") else np.asarray(outputs)[rows, items]
 
 
-def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = None) -> dict:
+def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = None,
+                    train_mean: float | None = None) -> dict:
     """Held-out RMSE (and NDCG@10) of users' predictions (personal outputs) against ``test`` ratings.
 
     ``test`` has one row per source row; ``source`` maps user ids to them (default: the
     transcript's ``user_cluster``, a ``MatrixPopulation``'s source rows; a population that
     withholds ratings passes the identity over ``transcript.held_out``). Canaries are left
-    out. Also reports the RMSE of predicting 0 (the scale of the ratings) for reference;
+    out. Also reports the RMSE of predicting 0 (the scale of the ratings) and, given ``train_mean``,
+    of predicting the mean training rating (what any predictor must beat) for reference;
     NDCG@10 (``simulator.metrics``) only when every held-out rating is positive (star levels).
     """
     users = transcript.output_user
@@ -73,6 +75,7 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
         predictions = predicted_at(outputs, held.row, held.col)
         result["rmse"] = rmse(predictions, held.data)
         result["zero_rmse"] = rmse(np.zeros(held.nnz), held.data)
+        result["mean_rmse"] = None if train_mean is None else rmse(np.full(held.nnz, train_mean), held.data)
         if held.data.min() > 0:
             result["ndcg10"] = ndcg_at_k(held.row, predictions, held.data, 10)
     return result
@@ -110,6 +113,7 @@ def utility_summary(utility: dict) -> str:
         worse = utility["zero_rmse"] is not None and utility["rmse"] > utility["zero_rmse"]
         return (f"held-out RMSE {utility['rmse']:.4g}" + (f" (NDCG@10 {ndcg:.4g})" if ndcg is not None else "")
                 + f" (predicting 0: {utility['zero_rmse']:.4g}"
+                + (f"; the mean: {utility['mean_rmse']:.4g}" if utility.get("mean_rmse") is not None else "")
                 + ("; worse than predicting 0: too few users for what the mechanism estimates, its noise and "
                    "sampling error outweigh the signal)" if worse else ")"))
     if utility.get("metric") == COVARIANCE_METRIC:
@@ -153,7 +157,7 @@ def measure_utility(mechanism, population, catalogue, transcript: Transcript) ->
         return covariance_error(transcript)
     matrix = getattr(population, "matrix", None)
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
-        return completion_rmse(transcript, matrix.test)
+        return completion_rmse(transcript, matrix.test, train_mean=float(matrix.rows.ratings.data.mean()))
     if transcript.held_out is not None and transcript.outputs is not None:
         result = completion_rmse(transcript, transcript.held_out, np.arange(transcript.n_users))
         return result | {"reference": "the ratings each user's row withheld (population held_out)"}

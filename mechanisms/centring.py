@@ -49,13 +49,20 @@ def message(ratings: sparse.csr_array, phase: int, scale: tuple[float, float], b
     return sparse.csr_array((w * values, ratings.indices, ratings.indptr), shape=ratings.shape)
 
 
-def effects(counts: np.ndarray, sums: np.ndarray, scale: tuple[float, float], beta_m: float) -> GlobalEffects:
-    """``G`` and ``MAvg`` from (noisy) weighted counts and scaled sums of deviations from the midpoint."""
+def effects(counts: np.ndarray, sums: np.ndarray, scale: tuple[float, float], beta_m: float,
+            sigma: float = 0.0) -> GlobalEffects:
+    """``G`` and ``MAvg`` from (noisy) weighted counts and scaled sums of deviations from the midpoint.
+
+    With noise of standard deviation ``sigma`` on both, each item is shrunk towards ``G`` by
+    ``β_m + 4σ`` fictitious ratings (post-processing): an item whose noisy count is small next to
+    the noise keeps about ``G`` instead of a noise-sized average.
+    """
     lo, hi = scale
     mid, half = (lo + hi) / 2, (hi - lo) / 2
     total = counts.sum()
     G = float(np.clip(mid + half * sums.sum() / total, lo, hi)) if total >= 1 else mid
-    mavg = G + (half * sums - (G - mid) * counts) / (np.maximum(counts, 0.0) + beta_m)
+    counts = np.maximum(counts, 0.0)
+    mavg = G + (half * sums - (G - mid) * counts) / (counts + beta_m + 4.0 * sigma)
     return GlobalEffects(G, np.clip(mavg, lo, hi))
 
 

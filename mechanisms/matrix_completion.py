@@ -322,7 +322,7 @@ class GramCompletion(Mechanism):
         state.centre_sums[state.phase] = state.centre_sums[state.phase] + rng.normal(0.0, sigma, state.world.n_items)
         state.phase += 1
         if state.phase == self.centring_rounds:
-            state.effects = centring.effects(*state.centre_sums, self.scale, self.beta_m)
+            state.effects = centring.effects(*state.centre_sums, self.scale, self.beta_m, sigma)
         return state
 
     def _aggregate(self, state: GramState, messages: sparse.csr_array) -> GramState:

@@ -350,6 +350,8 @@ class RatingsFilePopulation:
     top_items: Annotated[int, Ge(1)] | None = None
     max_ratings_per_user: Annotated[int, Ge(1)] | None = None
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.0
+    #: ``uniform`` (that fraction of all ratings) or ``per_user`` (of each user's)
+    split: Literal["uniform", "per_user"] = "uniform"
     split_seed: Annotated[int, Ge(0)] = 0
     held_out: Annotated[int, Ge(0)] = 0
     bootstrap: bool = False
@@ -363,7 +365,8 @@ class RatingsFilePopulation:
             raise ParameterError("like_threshold", "must be a finite number")
         self._data = load_ratings_cached(self.path, format=self.format, top_items=self.top_items,
                                          max_ratings_per_user=self.max_ratings_per_user,
-                                         test_fraction=self.test_fraction, seed=self.split_seed)
+                                         test_fraction=self.test_fraction, seed=self.split_seed,
+                                         split=self.split)
 
     @property
     def data(self) -> RatingsData:
@@ -527,6 +530,7 @@ class RatingsMatrix(_Panel):
     top_items: Annotated[int, Ge(1)] | None = None
     max_ratings_per_user: Annotated[int, Ge(1)] | None = None
     test_fraction: Annotated[float, Ge(0), Lt(1)] = 0.01
+    split: Literal["uniform", "per_user"] = "uniform"
     split_seed: Annotated[int, Ge(0)] = 0
     like_threshold: float = 4.0
     max_rating: Annotated[float, Gt(0)] = 5.0
@@ -539,7 +543,8 @@ class RatingsMatrix(_Panel):
     def _data(self) -> RatingsData:
         return load_ratings_cached(self.path, format=self.format, top_items=self.top_items,
                                    max_ratings_per_user=self.max_ratings_per_user,
-                                   test_fraction=self.test_fraction, seed=self.split_seed)
+                                   test_fraction=self.test_fraction, seed=self.split_seed,
+                                   split=self.split)
 
     def size(self) -> int:
         return self._data().n_users

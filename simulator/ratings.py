@@ -562,14 +562,28 @@ def _entries(table: sparse.csr_array, mask: np.ndarray) -> sparse.csr_array:
                             shape=table.shape)
 
 
+def held_out_per_user(table: sparse.csr_array, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask over a CSR table's entries: ``round(test_fraction * c_u)`` random ratings of each user
+    (at most all but one), so every user is scored and keeps ratings to predict from."""
+    counts = np.diff(table.indptr)
+    rows = np.repeat(np.arange(table.shape[0]), counts)
+    order = np.lexsort((rng.random(table.nnz), rows))  # each row's entries in a random order
+    rank = np.empty(table.nnz, np.int64)
+    rank[order] = np.arange(table.nnz) - np.repeat(table.indptr[:-1], counts)
+    quota = np.minimum(np.round(test_fraction * counts), np.maximum(counts - 1, 0))
+    return rank < quota[rows]
+
+
 def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per_user: int | None,
-                  seed: np.random.SeedSequence) -> tuple[sparse.csr_array, sparse.csr_array]:
-    """Train and test tables: ``test_fraction`` of the ratings held out (exactly, uniformly), then the
-    training ratings capped at ``max_ratings_per_user`` per user (the order of Jain et al.'s
-    experiments). Draws depend only on the table (its canonical order), not on a file's row order."""
+                  seed: np.random.SeedSequence, split: str = "uniform") -> tuple[sparse.csr_array, sparse.csr_array]:
+    """Train and test tables: ``test_fraction`` of the ratings held out (``uniform``: exactly, over all
+    ratings; ``per_user``: that fraction of each user's), then the training ratings capped at
+    ``max_ratings_per_user`` per user (the order of Jain et al.'s experiments). Draws depend only on
+    the table (its canonical order), not on a file's row order."""
     table = sparse.csr_array(table)
     table.sort_indices()
-    test = held_out(table.nnz, test_fraction, stream(seed, "test"))
+    test = held_out_per_user(table, test_fraction, stream(seed, "test")) if split == "per_user" else \
+        held_out(table.nnz, test_fraction, stream(seed, "test"))
     train = ~test
     if max_ratings_per_user is not None:
         rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
@@ -579,14 +593,14 @@ def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per
 
 def load_ratings(path: Path | str, format: str = "auto", top_items: int | None = None,
                  max_ratings_per_user: int | None = None, test_fraction: float = 0.0,
-                 seed: int | np.random.SeedSequence = 0, dtype=np.float64) -> RatingsData:
+                 seed: int | np.random.SeedSequence = 0, dtype=np.float64, split: str = "uniform") -> RatingsData:
     """Read, validate and prepare a ratings file: top items, held-out split, per-user cap (seeded)."""
     parsed = read_ratings(path, format)
     if top_items is not None:
         parsed = keep_top_items(parsed, top_items)
     seed = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     table = parsed.table if parsed.table.dtype == dtype else parsed.table.astype(dtype)
-    train, test = split_ratings(table, test_fraction, max_ratings_per_user, seed)
+    train, test = split_ratings(table, test_fraction, max_ratings_per_user, seed, split)
     return RatingsData(train, test, parsed.user_ids, parsed.item_ids)
 
 

@@ -38,6 +38,7 @@ from mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_
                             joint_aux, naive_aux)
 from simulator.metrics import ndcg_at_k, rmse
 from simulator.population import StarSBMPopulation
+from simulator import datasets
 from simulator.ratings import load_ratings, write_population_file
 
 BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
@@ -104,7 +105,8 @@ def sbm_split(seed: int, n_users: int = 943, n_items: int = 1000, per_user: int 
 
 
 def file_split(path: Path, seed: int) -> Split:
-    data = load_ratings(path, test_fraction=0.2, seed=seed)
+    """20 % of each user's ratings held out (a per-user split, seeded)."""
+    data = load_ratings(path, test_fraction=0.2, seed=seed, split="per_user")
     test = sparse.coo_array(data.test)
     values = np.r_[data.train.data, test.data]
     return Split(sparse.csr_array(data.train), test.row.astype(np.int64), test.col.astype(np.int64), test.data,
@@ -206,8 +208,8 @@ def ours_rmse(split: Split, config: StudyConfig, seed: int) -> float:
 
 def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
     """ε_LB of the server's view (scenarios/sp2*.yaml with this allocation): full download vs leaky client."""
-    from .io.scenario import load_scenario
-    from .runner import run_scenario
+    from audits.io.scenario import load_scenario
+    from audits.runner import run_scenario
 
     here = Path(__file__).resolve().parent.parent / "scenarios"
     out = {}
@@ -224,39 +226,70 @@ def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
 
 def run_study(out: Path, seed: int = 2021, ratings: Path | None = None, audit_trials: int = 100,
               config: StudyConfig = StudyConfig(), surprise: bool = True, sbm_users: int = 943,
-              ablation_epochs: tuple[int, ...] = (0, 1, 3, 5, 10, 20), log=print) -> dict:
+              ablation_epochs: tuple[int, ...] = (0, 1, 3, 5, 10, 20), log=print, synthetic: bool | None = None,
+              splits: int = 1, allocations: list[tuple[str, tuple[float, float]]] | None = None) -> dict:
+    """The study; each finished part (a world's baselines, one allocation) is saved at once, and parts already
+    in ``out/sp2_study.json`` (same configuration) are reused. ``ratings``: a ratings file, studied over
+    ``splits`` per-user splits (seeds ``seed``, ``seed + 1``, ...); the synthetic worlds (the star blockmodel
+    and a generated file) only when ``synthetic`` (default: when no file is given)."""
     out.mkdir(parents=True, exist_ok=True)
-    if ratings is None:
-        ratings = write_movielens_file(out / "generated_u.data", seed)
-    worlds = {"sbm_stars": sbm_split(seed, n_users=sbm_users), "ratings_file": file_split(ratings, seed)}
-    result = {"seed": seed, "config": config.__dict__, "ratings_file": str(ratings), "worlds": {}}
-    leakage = {}
+    synthetic = ratings is None if synthetic is None else synthetic
+    allocations = allocations or [(scheme, beta) for scheme in SCHEMES for beta in BETAS]
+    worlds: dict = {}
+    if synthetic:
+        generated = write_movielens_file(out / "generated_u.data", seed)
+        worlds = {"sbm_stars": lambda: sbm_split(seed, n_users=sbm_users),
+                  "generated_file": lambda: file_split(generated, seed)}
+    if ratings is not None:
+        worlds |= {(f"ratings_file split {k}" if splits > 1 else "ratings_file"):
+                   (lambda k=k: file_split(ratings, seed + k)) for k in range(splits)}
+    saved = out / "sp2_study.json"
+    result = {"seed": seed, "config": config.__dict__, "ratings_file": None if ratings is None else str(ratings),
+              "splits": splits, "worlds": {}, "leakage": {}}
+    if saved.exists():
+        previous = json.loads(saved.read_text())
+        if {k: previous.get(k) for k in ("seed", "config", "ratings_file", "splits")} == \
+                {k: result[k] for k in ("seed", "config", "ratings_file", "splits")}:
+            result = previous
+            log(f"resuming from {saved}")
+
+    def save() -> None:
+        saved.write_text(json.dumps(result, indent=2, default=float))
+        (out / "sp2_study.md").write_text(markdown(result))
+
     if audit_trials:
-        for scheme in SCHEMES:
-            for beta in BETAS:
-                leakage[f"{scheme} {beta}"] = audit_leakage(scheme, beta, audit_trials)
-                log(f"audit {scheme} Beta{beta}: {leakage[f'{scheme} {beta}']}")
-    result["leakage"] = leakage
-    for wname, split in worlds.items():
-        started = time.perf_counter()
-        world = {"n_users": split.train.shape[0], "n_items": split.train.shape[1], "train": split.train.nnz,
-                 "test": split.test_values.size, "baselines": baselines(split, config, seed), "allocations": {}}
-        if surprise:
-            world["surprise_svd_rmse"] = surprise_rmse(split, config, seed)
-            world["ours_svd_rmse"] = world["baselines"]["all_public"]["rmse"]
-        for s, scheme in enumerate(SCHEMES):
-            for b, beta in enumerate(BETAS):
-                rng = np.random.default_rng([seed, s, b])
-                private = allocate_private(split.train, scheme, beta, rng)
-                world["allocations"][f"{scheme} {beta}"] = evaluate_allocation(
-                    split, private, config, seed + 10 * s + b, ablation_epochs)
-                log(f"{wname} {scheme} Beta{beta}: " + ", ".join(
-                    f"{m} {world['allocations'][f'{scheme} {beta}'][m]['rmse']:.4f}"
-                    for m in ("only_public", "naive", "clustering", "joint")))
-        world["seconds"] = time.perf_counter() - started
-        result["worlds"][wname] = world
-    (out / "sp2_study.json").write_text(json.dumps(result, indent=2, default=float))
-    (out / "sp2_study.md").write_text(markdown(result))
+        for scheme, beta in allocations:
+            if f"{scheme} {beta}" not in result["leakage"]:
+                result["leakage"][f"{scheme} {beta}"] = audit_leakage(scheme, beta, audit_trials)
+                log(f"audit {scheme} Beta{beta}: {result['leakage'][f'{scheme} {beta}']}")
+                save()
+    for wname, build in worlds.items():
+        world = result["worlds"].get(wname)
+        split = build()
+        if world is None:
+            started = time.perf_counter()
+            world = {"n_users": split.train.shape[0], "n_items": split.train.shape[1], "train": split.train.nnz,
+                     "test": split.test_values.size, "baselines": baselines(split, config, seed), "allocations": {}}
+            if surprise:
+                world["surprise_svd_rmse"] = surprise_rmse(split, config, seed)
+                world["ours_svd_rmse"] = world["baselines"]["all_public"]["rmse"]
+            world["seconds"] = time.perf_counter() - started
+            result["worlds"][wname] = world
+            save()
+        for scheme, beta in allocations:
+            key = f"{scheme} {beta}"
+            if key in world["allocations"]:
+                continue
+            s, b = SCHEMES.index(scheme), BETAS.index(beta) if beta in BETAS else len(BETAS)
+            rng = np.random.default_rng([seed, s, b])
+            private = allocate_private(split.train, scheme, beta, rng)
+            world["allocations"][key] = evaluate_allocation(split, private, config, seed + 10 * s + b,
+                                                            ablation_epochs)
+            log(f"{wname} {scheme} Beta{beta}: " + ", ".join(
+                f"{m} {world['allocations'][key][m]['rmse']:.4f}"
+                for m in ("only_public", "naive", "clustering", "joint")))
+            save()
+    save()
     return result
 
 
@@ -298,9 +331,36 @@ def markdown(result: dict) -> str:
                       "| allocation | " + " | ".join(epochs) + " |", "|---" * (len(epochs) + 1) + "|"]
             lines += [f"| {k} | " + " | ".join(_fmt(v[e]) for e in epochs) + " |" for k, v in ablation.items()]
         lines.append("")
+    lines += over_splits(result)
     lines += ["Paper (MovieLens-100K, H1, RMSE: only public / naive / clustering / joint): " + "; ".join(
         f"Beta{b}: " + " / ".join(f"{x:.4f}" for x in v) for b, v in PAPER_H1.items()) + ".", ""]
     return "\n".join(lines)
+
+
+def over_splits(result: dict) -> list[str]:
+    """Mean ± sd of every method's RMSE over the ratings file's splits, beside the paper's Table 2 (H1 (2,2))."""
+    splits = [w for name, w in result["worlds"].items() if name.startswith("ratings_file split")]
+    if len(splits) < 2:
+        return []
+
+    def cell(values: list[float]) -> str:
+        values = np.array([v for v in values if v is not None], float)
+        return f"{values.mean():.4f} ± {values.std(ddof=1):.4f}" if values.size > 1 else _fmt(values.mean())
+
+    lines = [f"## The ratings file over {len(splits)} per-user splits (RMSE mean ± sd)", "",
+             f"All public: {cell([w['baselines']['all_public']['rmse'] for w in splits])} (paper 0.8923); all "
+             f"private: {cell([w['baselines']['all_private']['rmse'] for w in splits])} (paper 0.9632); "
+             f"scikit-surprise SVD on the same splits: {cell([w.get('surprise_svd_rmse') for w in splits])}.", "",
+             "| allocation | only public | naive | clustering | joint | paper (only public / naive / clustering / "
+             "joint) |", "|---|---|---|---|---|---|"]
+    for key in splits[0]["allocations"]:
+        rows = [w["allocations"][key] for w in splits if key in w["allocations"]]
+        paper = PAPER_H1.get(tuple(float(x) for x in key.split(" ", 1)[1].strip("()").split(", "))) \
+            if key.startswith("H1") else None
+        lines.append(f"| {key} ({len(rows)} splits) | " + " | ".join(
+            cell([r[m]["rmse"] for r in rows]) for m in ("only_public", "naive", "clustering", "joint"))
+            + f" | {' / '.join(f'{x:.4f}' for x in paper) if paper else '–'} |")
+    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,10 +376,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=10, help="k-means clusters / joint centres")
     parser.add_argument("--sbm-users", type=int, default=943)
     parser.add_argument("--no-surprise", action="store_true", help="skip the scikit-surprise comparison")
+    parser.add_argument("--dataset", help="a data set fetched by `recaudit data fetch` (e.g. movielens-100k)")
+    parser.add_argument("--splits", type=int, default=1, help="per-user splits of the ratings file (mean ± sd)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="also the synthetic worlds (always when no --ratings / --dataset is given)")
+    parser.add_argument("--allocations", nargs="+", metavar="H:a,b", help="e.g. H1:2,2 H2:2,2 (default: all 8)")
     args = parser.parse_args(argv)
     config = StudyConfig(factors=args.factors, fine_tune_epochs=args.fine_tune_epochs, clusters=args.clusters)
-    result = run_study(args.out, args.seed, args.ratings, args.audit_trials, config, not args.no_surprise,
-                       args.sbm_users, log=lambda m: print(m, file=sys.stderr))
+    ratings = datasets.find(args.dataset) if args.dataset else args.ratings
+    allocations = [(a.split(":")[0], tuple(float(x) for x in a.split(":")[1].split(","))) for a in args.allocations] \
+        if args.allocations else None
+    result = run_study(args.out, args.seed, ratings, args.audit_trials, config, not args.no_surprise,
+                       args.sbm_users, log=lambda m: print(m, file=sys.stderr),
+                       synthetic=args.synthetic or ratings is None, splits=args.splits, allocations=allocations)
     print(markdown(result))
     return 0
 

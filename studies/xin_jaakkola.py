@@ -1,6 +1,7 @@
 """The Xin–Jaakkola study: utility and leakage of every response, on a blockmodel and on a ratings file.
 
-    python -m studies.xin_jaakkola --out DIR [--ratings FILE] [--private 400] [--trials 2000] [--replicates 3]
+    python -m studies.xin_jaakkola --out DIR [--dataset movielens-100k | --ratings FILE] [--synthetic]
+        [--private 400] [--trials 2000] [--replicates 3] [--items 150]
 
 For each world (the star blockmodel of ``scenarios/xin-jaakkola.yaml``, larger;
 and a MovieLens-format file: ``--ratings`` or, by default, one this command
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from simulator.metrics import ndcg_at_k, rmse
 from simulator.neighbours import PAIR_POLICIES
 from simulator.population import StarSBMPopulation
+from simulator import datasets
 from simulator.ratings import hold_out_per_user, load_ratings, write_population_file
 from simulator.seeds import stream
 from simulator.transcript import View
@@ -138,8 +141,8 @@ def file_population(n_items: int, seed: int) -> StarSBMPopulation:
                              ratings_per_user=30)
 
 
-def file_world(path: Path, n_private: int, seed: int, top_items: int = 150) -> World:
-    data = load_ratings(path, top_items=top_items)
+def file_world(path: Path, n_private: int, seed: int, top_items: int | None = 150) -> World:
+    data = load_ratings(path, top_items=top_items or None)
     values = np.unique(data.train.data)
     if values.size > 10:
         raise ValueError(f"{path}: {values.size} distinct ratings; the study needs discrete levels (PMD)")
@@ -359,24 +362,40 @@ def summarise(replicates: list[list[dict]]) -> tuple[dict, list[dict]]:
 
 
 def run(out: Path, ratings: Path | None, n_private: int, trials: int, seed: int, n_items: int = 150,
-        replicates: int = 3, ridge: float | None = None, report=print) -> dict:
+        replicates: int = 3, ridge: float | None = None, report=print, synthetic: bool | None = None) -> dict:
+    """The study. A ratings file alone unless ``synthetic`` (default: only when no file is given: the
+    blockmodel and a generated file). The file's size is checked before any work; every finished
+    replicate is saved at once, and replicates already in ``out/xj_study.json`` (same settings) are reused."""
     out.mkdir(parents=True, exist_ok=True)
-    if ratings is None:
-        ratings = write_population_file(out / "u.data", file_population(n_items, seed + 1),
-                                        PUBLIC + n_private + EVALUATION + 100, seed=seed + 1, format="udata")
-    builders = [lambda s: blockmodel_world(n_items, n_private, s), lambda s: file_world(Path(ratings), n_private, s)]
-    result = {"private_users": n_private, "trials": trials, "seed": seed, "worlds": []}
-    for build in builders:
-        reps = []
-        for r in range(replicates):
+    synthetic = ratings is None if synthetic is None else synthetic
+    builders = []
+    if synthetic:
+        generated = write_population_file(out / "u.data", file_population(n_items, seed + 1),
+                                          PUBLIC + n_private + EVALUATION + 100, seed=seed + 1, format="udata")
+        builders += [lambda s: blockmodel_world(n_items, n_private, s),
+                     lambda s: file_world(generated, n_private, s, n_items)]
+    if ratings is not None:
+        builders.append(lambda s: file_world(Path(ratings), n_private, s, n_items))
+        file_world(Path(ratings), n_private, seed, n_items)  # too few users: refused now, before any work
+    settings = {"private_users": n_private, "trials": trials, "seed": seed, "items": n_items,
+                "replicates_asked": replicates, "ratings": None if ratings is None else str(ratings),
+                "synthetic": synthetic}
+    saved = out / "xj_study.json"
+    done = json.loads(saved.read_text()) if saved.exists() else {}
+    result = done if done.get("settings") == settings else {"settings": settings, **settings, "worlds": []}
+    for w, build in enumerate(builders):
+        if w == len(result["worlds"]):
+            result["worlds"].append({"replicates": []})
+        entry = result["worlds"][w]
+        for r in range(len(entry["replicates"]), replicates):
             world = build(seed + 1000 * r)
-            reps.append(study_world(world, trials, seed + 1000 * r, report, leakage=r == 0, ridge=ridge))
-        summary, orderings = summarise(reps)
-        result["worlds"].append({"name": world.name, "rows": reps[0], "replicates": reps, "summary": summary,
-                                 "orderings": orderings})
-    result = finite(result)
-    (out / "xj_study.json").write_text(json.dumps(result, indent=1))
-    (out / "xj_study.md").write_text(markdown(result))
+            entry["replicates"].append(study_world(world, trials, seed + 1000 * r, report, leakage=r == 0,
+                                                   ridge=ridge))
+            summary, orderings = summarise(entry["replicates"])
+            entry |= {"name": world.name, "rows": entry["replicates"][0], "summary": summary, "orderings": orderings}
+            result = finite(result)
+            saved.write_text(json.dumps(result, indent=1))
+            (out / "xj_study.md").write_text(markdown(result))
     return result
 
 
@@ -386,12 +405,21 @@ def main(argv=None) -> int:
     parser.add_argument("--ratings", type=Path, default=None, help="a MovieLens-format file (u.data, ratings.csv)")
     parser.add_argument("--private", type=int, default=400)
     parser.add_argument("--trials", type=int, default=2000)
-    parser.add_argument("--items", type=int, default=150)
+    parser.add_argument("--items", type=int, default=150, help="the most rated items kept (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replicates", type=int, default=3)
     parser.add_argument("--ridge", type=float, default=None, help="fix λ' (default: chosen on public users)")
+    parser.add_argument("--dataset", help="a data set fetched by `recaudit data fetch` (e.g. movielens-100k)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="also the synthetic worlds (always when no --ratings / --dataset is given)")
     args = parser.parse_args(argv)
-    run(args.out, args.ratings, args.private, args.trials, args.seed, args.items, args.replicates, args.ridge)
+    try:
+        ratings = datasets.find(args.dataset) if args.dataset else args.ratings
+        run(args.out, ratings, args.private, args.trials, args.seed, args.items, args.replicates, args.ridge,
+            synthetic=args.synthetic or ratings is None)
+    except (ValueError, datasets.DataError) as exc:  # a file too small or missing, a data set not fetched
+        print(f"python -m studies.xin_jaakkola: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out / 'xj_study.md'} and {args.out / 'xj_study.json'}")
     return 0
 

@@ -50,6 +50,9 @@ def test_points_are_the_scenario_with_one_mechanism_each(write_scenario):
     assert points[1].data["mechanism"]["row_bound"] == 1.0  # the compare entry as written, ε added
     assert points[0].data["attack"] == [{"kind": "subspace_alignment"}]
     assert points[-1].data["attack"] == [{"kind": "unpublished_direction"}]  # grid.attacks replaces it
+    data["grid"]["compare"].append({"kind": "private_frank_wolfe", "delta": 1e-6, "iterations": 3, "row_bound": 2.0})
+    names = [p.name for p in grid_points(load_scenario(write_scenario(data)))]  # a kind twice: told apart by position
+    assert names[:3] == ["private_frank_wolfe-0-eps1", "private_projected_gradient-eps1", "private_frank_wolfe-2-eps1"]
     assert points[-1].data["mechanism"]["nuclear_scale"] == 0.8
     data["grid"]["reference"].append(data["grid"]["reference"][0] | {"row_bound": 1.0})
     twice = grid_points(load_scenario(write_scenario(data)))
@@ -74,8 +77,6 @@ def _line(text: str, needle: str) -> int:
      "runs 5 iterations; panel.rounds is 3"),
     (lambda g: g["compare"][0].update(epsilon=2.0), "epsilon: 2.0", "grid.compare[0].epsilon: set by grid.epsilons"),
     (lambda g: g.update(epsilons=[1.0, -2.0]), "epsilons:", "grid.epsilons: every ε must be > 0"),
-    (lambda g: g["compare"].append({"kind": "private_frank_wolfe", "delta": 1e-6, "iterations": 3}),
-     "- kind: private_frank_wolfe", "grid.compare[1]: runs into the same folder private_frank_wolfe-eps1/"),
     (lambda g: g.update(attacks={"mcsherry_mironov": [{"kind": "covariance_projection"}]}), "mcsherry_mironov:",
      "grid.attacks.mcsherry_mironov: no mechanism of the grid is 'mcsherry_mironov'"),
     (lambda g: g["reference"][0].update(iterations=0), "iterations: 0", "grid.reference[0].iterations: must be >= 1"),

@@ -292,7 +292,7 @@ def test_study_writes_its_tables(tmp_path):
     result = run_study(tmp_path / "out", seed=3, ratings=path, audit_trials=0, config=config, surprise=False,
                        sbm_users=60, ablation_epochs=(0, 2), log=lambda m: None)
     saved = json.loads((tmp_path / "out" / "sp2_study.json").read_text())
-    assert saved["worlds"].keys() == {"sbm_stars", "ratings_file"}
+    assert saved["worlds"].keys() == {"ratings_file"}  # a file alone: no synthetic world unless asked
     for world in saved["worlds"].values():
         assert len(world["allocations"]) == 8
         for row in world["allocations"].values():

@@ -267,9 +267,20 @@ def test_study_on_a_generated_movielens_file(tmp_path):
     assert rows["PMD"]["reconstruction"]["pmd_pairwise"]["p_value"] < 1e-6
 
 
+def test_study_refuses_a_file_too_small_before_any_work(tmp_path, capsys):
+    from studies import xin_jaakkola as xj_study
+    from simulator.ratings import write_population_file
+
+    path = write_population_file(tmp_path / "u.data", xj_study.file_population(40, 5), 150, seed=5, format="udata")
+    assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "60"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "too few" in err[0] and not (tmp_path / "out" / "xj_study.json").exists()
+
+
 @pytest.mark.slow
 def test_study_command_on_a_generated_movielens_file(tmp_path):
-    """The study end to end, small: a ratings.csv written here, both worlds, every mechanism, both tables."""
+    """The study end to end, small: a ratings.csv written here (alone: no synthetic world), every mechanism,
+    both tables."""
     import json
 
     from studies import xin_jaakkola as xj_study
@@ -280,7 +291,7 @@ def test_study_command_on_a_generated_movielens_file(tmp_path):
     assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "60",
                           "--trials", "200", "--items", "40", "--replicates", "1"]) == 0
     result = json.loads((tmp_path / "out" / "xj_study.json").read_text())
-    assert [w["name"].split()[0] for w in result["worlds"]] == ["star", "ratings"]
+    assert [w["name"].split()[0] for w in result["worlds"]] == ["ratings"]
     for world in result["worlds"]:
         rows = {r["mechanism"]: r for r in world["rows"]}
         assert set(rows) == {m[0] for m in xj_study.MECHANISMS}

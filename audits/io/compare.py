@@ -27,7 +27,7 @@ def compare_row(label: str, report: dict) -> dict:
             "tests": audit["tests_in_family"], "epsilon_lb": audit["epsilon_lb"], "confidence": audit["confidence"],
             "ceiling": audit["ceiling"], "tightness": audit["tightness"], "verdict": report["verdict"],
             "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
-            "zero_rmse": util.get("zero_rmse"), "summary": report.get("summary")}
+            "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "summary": report.get("summary")}
 
 
 def load_runs(run_dirs: list[Path], labels: list[str] | None = None) -> list[dict]:
@@ -94,6 +94,9 @@ def rmse_markdown(rows: list[dict]) -> list[str]:
     zero = next((r["zero_rmse"] for r in rows if r.get("zero_rmse") is not None), None)
     if zero is not None:
         lines.append(f"- predicting 0: {zero:.4g}")
+    mean = next((r["mean_rmse"] for r in rows if r.get("mean_rmse") is not None), None)
+    if mean is not None:
+        lines.append(f"- predicting the mean training rating: {mean:.4g}")
     return lines + [""]
 
 

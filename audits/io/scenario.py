@@ -466,11 +466,14 @@ def grid_points(scenario: "Scenario") -> list[GridPoint]:
 
     contenders = [("mechanism", scenario.mechanism)] + [(f"grid.compare.{i}", m) for i, m in enumerate(grid.compare)]
     points = []
+    repeated = [m.kind for _, m in contenders]
     for eps in grid.epsilons:
-        for field, mechanism in contenders:
+        for index, (field, mechanism) in enumerate(contenders):
             if "epsilon" not in type(mechanism).model_fields:
                 raise ParameterError(field, f"{mechanism.kind} has no epsilon to vary; list it under grid.reference")
-            name = f"{mechanism.kind}-eps{eps:g}"
+            # a kind listed twice (e.g. two variants of private_frank_wolfe) is told apart by its position
+            label = mechanism.kind if repeated.count(mechanism.kind) == 1 else f"{mechanism.kind}-{index}"
+            name = f"{label}-eps{eps:g}"
             points.append(GridPoint(name, field, mechanism.kind, eps,
                                     data(name, mechanism.model_copy(update={"epsilon": eps}))))
     kinds = [m.kind for m in grid.reference]
