@@ -6,6 +6,7 @@ which one runs them, because each block draws from its own named stream.
 from __future__ import annotations
 
 import contextlib
+import socket
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
@@ -61,6 +62,9 @@ def open_executor(kind: str = "serial", workers: int = 2, address: str | None = 
             try:
                 client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
             except Exception as exc:  # OSError, TimeoutError, ValueError for malformed addresses
+                if _answers(address):  # e.g. a web server: its reply read as a Dask frame (MemoryError...)
+                    raise ExecutorUnavailable(f"executor.address: {address!r} answers, but not as a Dask scheduler "
+                                              "(another service listens on that port?)") from None
                 raise ExecutorUnavailable(f"executor.address: cannot reach the Dask scheduler at {address!r} "
                                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") \
                     from None
@@ -76,6 +80,16 @@ def open_executor(kind: str = "serial", workers: int = 2, address: str | None = 
                 yield executor
     else:
         raise ExecutorUnavailable(f"unknown executor {kind!r}; choose serial, processes or dask")
+
+
+def _answers(address: str) -> bool:
+    """Whether something accepts TCP connections at a ``[scheme://]host:port`` address."""
+    host, _, port = address.split("://")[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def as_finished(executor: Executor, tasks: Iterable[tuple[Hashable, Callable, tuple]]) -> Iterator[tuple[Hashable, Any]]:

@@ -251,3 +251,55 @@ def test_a_huge_bad_line_is_cut_to_a_readable_length(tmp_path, capsys):
     (tmp_path / "r.csv").write_text("user,item,rating\na,b,4\nc,d," + "9" * 5_000_000 + "x\n")
     line = ratings_refused(capsys, tmp_path, "r.csv")
     assert len(line) < 600 and "(cut: " in line
+
+
+# ---------------------------------------------------------------- a requested epsilon the accountant rounds
+
+
+def test_a_tiny_epsilon_is_reported_with_the_requested_value_and_why(tmp_path, capsys, quickstart_data):
+    import json
+
+    from tests.conftest import small_world
+
+    quickstart_data["mechanism"]["epsilon"] = 1e-12
+    path = write_text(tmp_path, scenario_text(small_world(quickstart_data, 400)))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    claim = json.loads((tmp_path / "out" / "report.json").read_text())["claim"]
+    assert claim["requested_epsilon"] == 1e-12 and claim["epsilon"] == pytest.approx(2 ** -33)
+    assert "rounds every privacy loss up to its grid (2^-33" in claim["note"]
+    assert "requested ε = 1e-12 per answer is accounted as 1.16e-10" in (tmp_path / "out" / "report.md").read_text()
+
+
+# ---------------------------------------------------------------- a Dask address that is not a scheduler
+
+
+def test_a_dask_address_answering_another_protocol_gets_a_clear_line(tmp_path, capsys, quickstart_data):
+    import socket
+    import threading
+
+    pytest.importorskip("distributed")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def answer():  # a web server, say
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            client.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    from tests.conftest import small_world
+
+    quickstart_data["executor"] = {"kind": "dask", "address": address}
+    path = write_text(tmp_path, scenario_text(small_world(quickstart_data, 400)))
+    try:
+        code, line = one_error(capsys, ["run", str(path), "--out", str(tmp_path / "out")])
+    finally:
+        server.close()
+    assert code == 2 and line == f"executor.address: '{address}' answers, but not as a Dask scheduler (another " \
+                                 "service listens on that port?)"

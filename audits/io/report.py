@@ -85,6 +85,26 @@ def reach_sentence(test: dict) -> str | None:
             f"{claim_epsilon(test['claim']['epsilon'])}{loose}; ε_LB / ε_pair = {_fmt(r.get('tightness_vs_pair'))}")
 
 
+def accounting_note(scenario) -> dict:
+    """``requested_epsilon`` and a ``note`` when the accountant's ε for one answer exceeds the mechanism's ε."""
+    from mechanisms import MECHANISMS
+    from mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
+
+    from .scenario import build
+
+    requested = getattr(scenario.mechanism, "epsilon", None)
+    accounted = build(scenario.mechanism, MECHANISMS).claim.epsilon if requested is not None else None
+    if accounted is None or accounted <= requested * (1 + 1e-6):
+        return {}
+    why = ("the accountant (dp-accounting) rounds every privacy loss up to its grid (2^-33 for randomized "
+           "response, 2^-17 otherwise), so an ε below one step is accounted as a step"
+           if accounted - requested <= DEFAULT_VALUE_DISCRETIZATION else
+           "the accountant finds a larger ε for one answer than the mechanism's parameter")
+    return {"requested_epsilon": requested,
+            "note": f"requested ε = {requested:g} per answer is accounted as {accounted:.3g}: {why}; the audit "
+                    "tests the accounted claim (it is the larger, so the conservative one)"}
+
+
 def report_dict(result) -> dict:
     """The JSON report. Everything except ``timing`` is a function of scenario and seed."""
     claim = result.claim
@@ -97,7 +117,7 @@ def report_dict(result) -> dict:
         "scenario": scenario.model_dump(mode="json"),
         "seed": {"root": scenario.seed, "entropy": str(np.random.SeedSequence(scenario.seed).entropy)},
         "packages": packages,
-        "claim": claim.to_dict(),
+        "claim": claim.to_dict() | accounting_note(scenario),
         "audit": {
             "view": getattr(scenario.audit, "view", None) or claim.view,  # the view the attacks read
             "design": result.design,
@@ -225,7 +245,8 @@ def report_markdown(report: dict) -> str:
         + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
            f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
            if claim["epsilon"] is not None else "no privacy claim")
-        + f"; the attacks read the `{audit['view']}` view",
+        + f"; the attacks read the `{audit['view']}` view"
+        + (f" ({claim['note']})" if claim.get("note") else ""),
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
         f"confidence (ceiling {_fmt(audit['ceiling'])}"
         + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
