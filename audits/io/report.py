@@ -90,10 +90,10 @@ def accounting_note(scenario) -> dict:
     from mechanisms import MECHANISMS
     from mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
 
-    from .scenario import build
-
-    requested = getattr(scenario.mechanism, "epsilon", None)
-    accounted = build(scenario.mechanism, MECHANISMS).claim.epsilon if requested is not None else None
+    config = scenario.model_dump(mode="json")["mechanism"]  # also a run folder's recorded scenario
+    requested = config.get("epsilon")
+    accounted = (MECHANISMS[config["kind"]](**{k: v for k, v in config.items() if k != "kind"}).claim.epsilon
+                 if requested is not None else None)
     if accounted is None or accounted <= requested * (1 + 1e-6):
         return {}
     why = ("the accountant (dp-accounting) rounds every privacy loss up to its grid (2^-33 for randomized "
