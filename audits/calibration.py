@@ -12,7 +12,6 @@ function of the seed.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from scipy import stats
 from mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
 
 from .harness import as_seed_sequence, run_audit
-from .stats.one_run import one_run_audit
+from .stats.estimators import ESTIMATORS
 
 __all__ = [
     "CoverageResult",
@@ -95,18 +94,15 @@ def ideal_canary_scores(mechanism, m: int, rng: np.random.Generator) -> tuple[np
     return np.asarray(mechanism.score(outputs), dtype=float), included
 
 
-def one_run_coverage(mechanism, m: int = 1_000, guess_fraction: float = 0.5, audits: int = 200,
+def one_run_coverage(mechanism, m: int = 1_000, estimator: str = "one-run", audits: int = 200,
                      alpha: float = 0.05, seed=0, name: str = "") -> CoverageResult:
-    """Coverage of :func:`audits.stats.one_run.one_run_audit` on ideal canaries at the claim's (ε, δ)."""
-    claim = mechanism.claim
-    k = int(math.floor(guess_fraction * m))
+    """Coverage of a one-run estimator (default settings: planned guesses) on ideal canaries at the claim."""
+    claim, est = mechanism.claim, ESTIMATORS[estimator]()
     exceed = 0
     for child in as_seed_sequence(seed).spawn(audits):
-        rng = np.random.default_rng(child)
-        scores, included = ideal_canary_scores(mechanism, m, rng)
-        res = one_run_audit(scores, included, k, k, alpha, claim.delta, rng=rng)
-        exceed += res.epsilon_lb > claim.epsilon
-    return CoverageResult(name or f"one-run {type(mechanism).__name__}", audits, int(exceed), alpha,
+        scores, included = ideal_canary_scores(mechanism, m, np.random.default_rng(child))
+        exceed += est.estimate(scores, included, claim, alpha).epsilon_lb > claim.epsilon
+    return CoverageResult(name or f"{estimator} {type(mechanism).__name__}", audits, int(exceed), alpha,
                           _binomial_p(int(exceed), audits, alpha))
 
 
@@ -135,22 +131,20 @@ def _distinguishing_row(label: str, make, method: str, trials: int, alpha: float
     return TightnessRow(label, f"{trials:,} trials/world", tuple(ratios), tuple(ceilings))
 
 
-def _one_run_row(label: str, make, m: int, guess_fraction: float, alpha: float, repeats: int, seed,
+def _one_run_row(label: str, make, m: int, estimator: str, alpha: float, repeats: int, seed,
                  epsilons) -> TightnessRow:
     ratios, ceilings = [], []
-    k = int(math.floor(guess_fraction * m))
+    est = ESTIMATORS[estimator]()
     for child, eps in zip(as_seed_sequence(seed).spawn(len(epsilons)), epsilons):
         mech = make(eps)
-        claim = mech.claim
         lbs = []
         for rep in child.spawn(repeats):
-            rng = np.random.default_rng(rep)
-            scores, included = ideal_canary_scores(mech, m, rng)
-            res = one_run_audit(scores, included, k, k, alpha, claim.delta, rng=rng)
+            scores, included = ideal_canary_scores(mech, m, np.random.default_rng(rep))
+            res = est.estimate(scores, included, mech.claim, alpha)
             lbs.append(res.epsilon_lb)
-        ratios.append(float(np.median(lbs)) / claim.epsilon)
+        ratios.append(float(np.median(lbs)) / mech.claim.epsilon)
         ceilings.append(res.ceiling)
-    return TightnessRow(label, f"m = {m:,}, k± = {k:,}", tuple(ratios), tuple(ceilings))
+    return TightnessRow(label, f"m = {m:,}, {estimator}", tuple(ratios), tuple(ceilings))
 
 
 def tightness_table(trials: int = 10**6, epsilons=EPSILONS, canaries=(10**3, 10**4), alpha: float = 0.05,
@@ -161,11 +155,10 @@ def tightness_table(trials: int = 10**6, epsilons=EPSILONS, canaries=(10**3, 10*
     cell): randomized response and Laplace with Clopper–Pearson, the Gaussian
     mechanism (claim at ``delta``) with the GDP bound and, for contrast, with
     Clopper–Pearson. One-run audit on ideal canaries (:func:`ideal_canary_scores`),
-    median over ``one_run_repeats`` independent runs: randomized-response
-    canaries guessing on all of them (k± = m/2; with bit scores the precision
-    is the same for any k± ≤ m/2, so more guesses only help), Gaussian
-    canaries with k± = m/4 (the default) and k± = m/20. Guess counts are fixed
-    before sampling.
+    median over ``one_run_repeats`` independent runs, each estimator with its
+    default settings: randomized-response canaries with ``one-run`` (the plan
+    guesses every canary), Gaussian canaries with ``fdp-one-run`` (planned
+    guesses, fixed before sampling) and ``gauss-fit``.
     """
     gaussian = lambda e: GaussianCount.from_epsilon(e, delta)  # noqa: E731
     seeds = as_seed_sequence(seed).spawn(4 + 3 * len(canaries))
@@ -179,11 +172,11 @@ def tightness_table(trials: int = 10**6, epsilons=EPSILONS, canaries=(10**3, 10*
     ]
     for j, m in enumerate(canaries):
         base = 4 + 3 * j
-        rows.append(_one_run_row("one-run, RR canaries", RandomizedResponse, m, 0.5, alpha, one_run_repeats,
+        rows.append(_one_run_row("one-run, RR canaries", RandomizedResponse, m, "one-run", alpha, one_run_repeats,
                                  seeds[base], epsilons))
-        rows.append(_one_run_row(f"one-run, Gaussian canaries (δ = {delta:g})", gaussian, m, 0.25, alpha,
+        rows.append(_one_run_row(f"one-run, Gaussian canaries (δ = {delta:g})", gaussian, m, "fdp-one-run", alpha,
                                  one_run_repeats, seeds[base + 1], epsilons))
-        rows.append(_one_run_row(f"one-run, Gaussian canaries (δ = {delta:g})", gaussian, m, 0.05, alpha,
+        rows.append(_one_run_row(f"one-run, Gaussian canaries (δ = {delta:g})", gaussian, m, "gauss-fit", alpha,
                                  one_run_repeats, seeds[base + 2], epsilons))
     return rows
 
@@ -217,7 +210,7 @@ def default_coverage(audits: int = 200, trials: int = 10_000, alpha: float = 0.0
                  alpha, "gdp", seeds[1]),
         coverage(RandomizedResponse(1.0), "randomized response ε=1, CP", audits, trials, alpha,
                  "clopper-pearson", seeds[2]),
-        one_run_coverage(RandomizedResponse(1.0), m=1_000, guess_fraction=0.5, audits=audits, alpha=alpha,
+        one_run_coverage(RandomizedResponse(1.0), m=1_000, audits=audits, alpha=alpha,
                          seed=seeds[3], name="one-run, RR canaries ε=1, m=1000"),
     ]
 

@@ -60,11 +60,19 @@ def _test_dict(test, claim) -> dict:
         "verdict": test.verdict,
         "target_sketches": _pair_dict(test.pair),
     }
+    d["optimal_epsilon_lb"] = test.estimate.optimal
+    d["optimal_tightness"] = (test.estimate.optimal / claim.epsilon
+                              if test.estimate.optimal is not None and 0 < claim.epsilon < math.inf else None)
+    d["uninformative"] = test.estimate.uninformative
     if "false_pos" in bound:
         d["counts"] = {k: bound[k] for k in ("false_pos", "n_neg", "false_neg", "n_pos")}
         d["threshold"], d["direction"] = bound["threshold"], bound["direction"]
         if bound.get("mu_lb") is not None:
             d["mu_lb"], d["mu_ceiling"] = bound["mu_lb"], bound["mu_ceiling"]
+    elif "mu_hat" in bound:  # Gaussian fit of canary scores
+        d["counts"] = {"m": bound["n_out"] + bound["n_in"], "n_in": bound["n_in"], "n_out": bound["n_out"]}
+        d.update({k: bound[k] for k in ("mu_hat", "mu_lb", "model_rejected")})
+        d["model_check_p_value"] = bound["check_p_value"]
     else:
         d["counts"] = {k: bound[k] for k in ("r", "v", "m", "k_pos", "k_neg")}
     if getattr(test, "reach", None) is not None:
@@ -105,12 +113,26 @@ def accounting_note(scenario) -> dict:
                     "tests the accounted claim (it is the larger, so the conservative one)"}
 
 
+def counts_text(counts: dict) -> str:
+    """A test's counts for people."""
+    if "false_pos" in counts:
+        return f"FP {counts['false_pos']}/{counts['n_neg']}, FN {counts['false_neg']}/{counts['n_pos']}"
+    if "n_in" in counts:
+        return f"{counts['m']} canary scores fitted ({counts['n_in']} in, {counts['n_out']} out)"
+    return f"{counts['v']}/{counts['r']} guesses right of {counts['m']}"
+
+
+def _strongest(tests: list[dict]) -> dict:
+    """The test with the largest ε_LB; among equals an informative one (an uninformative 0 is no evidence)."""
+    return max(tests, key=lambda t: (t["epsilon_lb"], not t["uninformative"]))
+
+
 def report_dict(result) -> dict:
     """The JSON report. Everything except ``timing`` is a function of scenario and seed."""
     claim = result.claim
     scenario = result.scenario
     tests = [_test_dict(t, claim) for t in result.tests]
-    strongest = max(tests, key=lambda t: t["epsilon_lb"])
+    strongest = _strongest(tests)
     packages = getattr(result, "packages", None) or {name: _version(name) for name in PACKAGES}
     report = {
         "schema_version": SCHEMA_VERSION,
@@ -128,7 +150,8 @@ def report_dict(result) -> dict:
             "correction": "Holm step-down on the verdicts; every bound at alpha / tests (simultaneous)",
             # the strongest test, for readers who want one number
             **{k: strongest[k] for k in ("name", "attack", "epsilon_lb", "alpha", "confidence", "ceiling", "method",
-                                         "threshold_strategy", "tightness", "counts")},
+                                         "threshold_strategy", "tightness", "counts", "optimal_epsilon_lb",
+                                         "optimal_tightness", "uninformative")},
         },
         "tests": tests,
         "verdict": result.verdict,
@@ -200,8 +223,10 @@ def summary_line(report: dict) -> str:
         f"claim ε={claim['epsilon']:g} (δ={claim['delta']:g});"
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
     note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
+    power = ("; uninformative" if audit.get("uninformative") else "") + (
+        f"; optimal test {audit['optimal_epsilon_lb']:.4f}" if audit.get("optimal_epsilon_lb") is not None else "")
     return (f"{name}: {said} ε_LB={audit['epsilon_lb']:.4f} at {confidence_text(audit['confidence'])} confidence "
-            f"(ceiling {ceiling}{note}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
+            f"(ceiling {ceiling}{note}{power}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
 
 
 def claim_epsilon(epsilon) -> str:
@@ -210,17 +235,31 @@ def claim_epsilon(epsilon) -> str:
 
 
 def verdict_sentence(report: dict) -> str:
-    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict."""
+    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict.
+
+    Beside the bound, what the optimal test would show at this budget if the
+    claim were tight; an uninformative strongest test is named as such, never
+    as evidence.
+    """
     claim, audit = report["claim"], report["audit"]
     delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
+    if audit.get("uninformative"):
+        shows = (f"{'its test is' if tests == 1 else f'all {tests} tests are'} uninformative (the best cut calls "
+                 f"every run one world, or the scores rank nothing), so ε_LB = 0 is no evidence about the claim")
+    else:
+        shows = f"{best} shows {bound_text(audit)}"
+    optimal = audit.get("optimal_epsilon_lb")
+    power = (f"; the optimal test at this budget would show ε ≥ {optimal:.3g} if the claim were tight"
+             if optimal is not None else "")
     if report["verdict"] == "no_claim":
-        return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; {best} measures leakage "
-                f"{bound_text(audit)}: no_claim.")
+        return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; "
+                + (shows if audit.get("uninformative") else f"{best} measures leakage {bound_text(audit)}")
+                + ": no_claim.")
     scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
     return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
-            f"per {claim['unit']}{scope}; {best} shows {bound_text(audit)}: {report['verdict']}.")
+            f"per {claim['unit']}{scope}; {shows}{power}: {report['verdict']}.")
 
 
 def report_markdown(report: dict) -> str:
@@ -250,7 +289,9 @@ def report_markdown(report: dict) -> str:
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
         f"confidence (ceiling {_fmt(audit['ceiling'])}"
         + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
-        f"(design `{audit['design']}`)",
+        f"(design `{audit['design']}`)" + (" — **uninformative**" if audit.get("uninformative") else ""),
+        f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
+        f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight",
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
         f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
@@ -258,18 +299,16 @@ def report_markdown(report: dict) -> str:
         "",
         "## Tests",
         "",
-        "| test | claim ε | ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
+        "| test | claim ε | ε_LB | optimal ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
         "Holm p | verdict |",
-        "|---|---:|---:|---:|---:|---|---|---:|---|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|",
     ]
     for t in report["tests"]:
-        c = t["counts"]
-        counts = (f"FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']}" if "false_pos" in c
-                  else f"{c['v']}/{c['r']} guesses right of {c['m']}")
+        verdict = t["verdict"] + (" (uninformative)" if t.get("uninformative") else "")
         lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {epsilon_cell(t)} | "
-                     f"{confidence_text(t['confidence'])} | "
+                     f"{_fmt(t.get('optimal_epsilon_lb'))} | {confidence_text(t['confidence'])} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
-                     f"{counts} | {_fmt(t['holm_adjusted_p_value'])} | {t['verdict']} |")
+                     f"{counts_text(t['counts'])} | {_fmt(t['holm_adjusted_p_value'])} | {verdict} |")
     reach = [line for line in map(reach_sentence, report["tests"]) if line]
     if reach:
         lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
@@ -277,8 +316,10 @@ def report_markdown(report: dict) -> str:
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
-        f"show ({CEILING_NOTE} when a bound reaches it). A verdict is `violated` when the Holm-adjusted p-value "
-        "of \"the claim holds\" is below α.",
+        f"show ({CEILING_NOTE} when a bound reaches it); optimal ε_LB is what the best test would show on the "
+        "same runs if the claim were exactly tight (about its median). An *uninformative* test's cut calls every "
+        "run one world (or its scores rank nothing): its ε_LB = 0 is no evidence. A verdict is `violated` when "
+        "the Holm-adjusted p-value of \"the claim holds\" is below α.",
         "",
     ]
     curve = utility_curve(util)
@@ -549,6 +590,7 @@ def render_html(template: str, **context) -> str:
     env.filters["num"] = _fmt
     env.filters["confidence"] = confidence_text
     env.filters["bound"] = epsilon_cell
+    env.filters["counts"] = counts_text
     return env.get_template(template).render(**context)
 
 

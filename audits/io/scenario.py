@@ -116,7 +116,9 @@ class PanelConfig(BaseModel):
 
 
 #: the registered estimator a (method, threshold) pair names: clopper-pearson names its threshold strategy
-ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run", "fdp-one-run": "fdp-one-run"}
+ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run", "fdp-one-run": "fdp-one-run", "gauss-fit": "gauss-fit"}
+#: the methods that judge canaries of one run
+ONE_RUN_METHODS = ("one-run", "fdp-one-run", "gauss-fit")
 
 
 class AuditConfig(BaseModel):
@@ -124,10 +126,10 @@ class AuditConfig(BaseModel):
 
     model_config = STRICT
     design: Literal[tuple(DESIGNS)] | None = Field(  # type: ignore[valid-type]
-        None, description="how scores are produced (default: one_run for method one-run, else local_replay)")
+        None, description="how scores are produced (default: one_run for the one-run methods, else local_replay)")
     trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
     alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
-    method: Literal["clopper-pearson", "gdp", "one-run", "fdp-one-run"] = "clopper-pearson"
+    method: Literal["clopper-pearson", "gdp", "one-run", "fdp-one-run", "gauss-fit"] = "clopper-pearson"
     threshold: Literal["split", "bonferroni", "explicit"] = "split"
     selection_fraction: float = Field(0.5, gt=0, lt=1, description="split: share of trials that pick the threshold")
     thresholds: list[float] | None = Field(None, min_length=1, description="bonferroni: the fixed threshold grid")
@@ -135,7 +137,9 @@ class AuditConfig(BaseModel):
     grid_size: int = Field(100, ge=1)
     threshold_value: float | None = Field(None, description="explicit: the threshold, fixed in advance")
     direction: Literal[1, -1] = Field(1, description="explicit: +1 guesses world 1 when score >= threshold")
-    guess_fraction: float = Field(0.1, gt=0, le=0.5, description="one-run: share of canaries guessed in (and out)")
+    guess_fraction: float | None = Field(None, gt=0, le=0.5, description="one-run: share of canaries guessed in (and "
+                                         "out); default: the count planned on the claim (docs/guide/estimators.md)")
+    check_alpha: float = Field(0.01, ge=0, lt=1, description="gauss-fit: level of the Gaussian model checks (0: none)")
     targets: int = Field(1, ge=1, description="target users audited, each a test (Holm-corrected)")
     block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
     target_candidates: int = Field(64, ge=1)
@@ -155,7 +159,7 @@ class AuditConfig(BaseModel):
 
     @property
     def design_name(self) -> str:
-        return self.design or ("one_run" if self.method in ("one-run", "fdp-one-run") else "local_replay")
+        return self.design or ("one_run" if self.method in ONE_RUN_METHODS else "local_replay")
 
     @model_validator(mode="after")
     def _estimator_settings(self) -> "AuditConfig":

@@ -20,7 +20,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from mechanisms import ParameterError, PrivacyClaim
 
-from . import bounds, gdp, one_run, rates
+from . import bounds, gauss_fit, gdp, one_run, power, rates
 from .pvalues import p_value_from_bound
 
 
@@ -38,6 +38,11 @@ class Estimate:
 
     bound: Any
     p_value: float
+    #: the ε_LB the optimal test would reach on this budget if the claim were exactly tight (None: no claim)
+    optimal: float | None = None
+    #: the test cannot tell the worlds apart whatever the data (its cut calls every run one world, or the
+    #: scores carry no ranking): its ε_LB of 0 is no evidence of privacy
+    uninformative: bool = False
 
     @property
     def epsilon_lb(self) -> float:
@@ -60,7 +65,8 @@ class Estimate:
         return getattr(self.bound, "strategy", "guesses")
 
     def to_dict(self) -> dict:
-        return self.bound.to_dict() | {"p_value": self.p_value}
+        return self.bound.to_dict() | {"p_value": self.p_value, "optimal_epsilon_lb": self.optimal,
+                                       "uninformative": self.uninformative}
 
 
 class Estimator(ABC):
@@ -82,6 +88,22 @@ def _counts(bound) -> tuple[int, int, int, int]:
     return bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos
 
 
+def _pairs_estimate(bound, p_value: float, claim: PrivacyClaim) -> Estimate:
+    """The estimate of a distinguishing test: its power at its counted runs, and whether its cut says anything.
+
+    A cut is uninformative when it calls every counted run of both worlds the
+    same world (then ε_LB is 0 whatever the mechanism).
+    """
+    called_one = bound.false_pos + bound.n_pos - bound.false_neg
+    optimal = power.optimal_pairs_bound(bound.n_neg, bound.n_pos, claim, bound.alpha, bound.method)
+    return Estimate(bound, p_value, optimal, called_one in (0, bound.n_neg + bound.n_pos))
+
+
+def _no_ranking(scores: np.ndarray) -> bool:
+    """Canary scores that are all equal rank nothing: the guesses are the tie-break."""
+    return bool(np.ptp(np.asarray(scores, dtype=float)) == 0)
+
+
 @dataclass(frozen=True)
 class Split(Estimator):
     """Clopper–Pearson: the threshold chosen on ``selection_fraction`` of the runs, the bound on the rest."""
@@ -93,8 +115,8 @@ class Split(Estimator):
         bound = bounds.split_epsilon_bound(scores[0], scores[1], alpha=alpha, delta=claim.delta,
                                            selection_fraction=self.selection_fraction)
         counts = _counts(bound)
-        return Estimate(bound, p_value_from_bound(
-            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
+        return _pairs_estimate(bound, p_value_from_bound(
+            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon), claim)
 
 
 @dataclass(frozen=True)
@@ -118,8 +140,8 @@ class Bonferroni(Estimator):
                                                grid_size=self.grid_size, score_range=self.score_range)
 
     def estimate(self, scores, worlds, claim, alpha):
-        return Estimate(self._at(scores, alpha, claim.delta), p_value_from_bound(
-            lambda a: self._at(scores, a, claim.delta).epsilon_lb, claim.epsilon))
+        return _pairs_estimate(self._at(scores, alpha, claim.delta), p_value_from_bound(
+            lambda a: self._at(scores, a, claim.delta).epsilon_lb, claim.epsilon), claim)
 
 
 @dataclass(frozen=True)
@@ -138,8 +160,8 @@ class Explicit(Estimator):
         bound = bounds.fixed_threshold_epsilon_bound(scores[0], scores[1], self.threshold_value, self.direction,
                                                      alpha, claim.delta)
         counts = _counts(bound)
-        return Estimate(bound, p_value_from_bound(
-            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon))
+        return _pairs_estimate(bound, p_value_from_bound(
+            lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon), claim)
 
 
 @dataclass(frozen=True)
@@ -167,48 +189,93 @@ class GaussianDP(Estimator):
         self.check_claim(claim)
         bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
         counts = _counts(bound)
-        return Estimate(bound, p_value_from_bound(
+        return _pairs_estimate(bound, p_value_from_bound(
             lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
-            claim.epsilon))
+            claim.epsilon), claim)
+
+
+class _Guesses(Estimator):
+    """Guess-based one-run estimators: the top ``k`` canaries guessed in, the bottom ``k`` out.
+
+    ``k`` is ``guess_fraction`` of the canaries when given, else planned
+    (:func:`audits.stats.power.plan_guesses`): the count that maximises the
+    bound this estimator would reach if the claim were exactly tight — a
+    function of the number of canaries, the claim and alpha only, fixed
+    before any score is seen. The plan's bound is the estimate's ``optimal``.
+    """
+
+    input: ClassVar[str] = "canaries"
+
+    def _guesses(self, m: int, claim: PrivacyClaim, alpha: float) -> tuple[int, float | None]:
+        k, optimal = power.plan_guesses(m, claim, alpha, self.name)
+        if self.guess_fraction is not None:
+            k = int(self.guess_fraction * m)
+        return k, optimal
 
 
 @dataclass(frozen=True)
-class OneRun(Estimator):
-    """Steinke–Nasr–Jagielski one-run bound: ``guess_fraction`` of the canaries guessed in, as many out."""
+class OneRun(_Guesses):
+    """Steinke–Nasr–Jagielski one-run bound from the planned (or ``guess_fraction``) guesses."""
 
     name: ClassVar[str] = "one-run"
-    input: ClassVar[str] = "canaries"
-    guess_fraction: Annotated[float, Gt(0), Le(0.5)] = 0.1
+    guess_fraction: Annotated[float, Gt(0), Le(0.5)] | None = None
 
     def estimate(self, scores, worlds, claim, alpha):
-        k_pos, k_neg = one_run.default_guess_counts(scores.size, self.guess_fraction)
-        bound = one_run.one_run_audit(scores, np.asarray(worlds).astype(bool), k_pos, k_neg, alpha, claim.delta)
-        return Estimate(bound, one_run.one_run_p_value(bound.r, bound.v, claim.epsilon, claim.delta, bound.m))
+        k, optimal = self._guesses(scores.size, claim, alpha)
+        bound = one_run.one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
+        return Estimate(bound, one_run.one_run_p_value(bound.r, bound.v, claim.epsilon, claim.delta, bound.m),
+                        optimal, _no_ranking(scores))
 
 
 @dataclass(frozen=True)
-class FDPOneRun(Estimator):
+class FDPOneRun(_Guesses):
     """f-DP one-run bound (Mahloujifar, Melis, Chaudhuri 2025) against the claim's Gaussian curve.
 
-    Same guesses as ``one-run`` (``guess_fraction`` of the canaries in, as
-    many out, fixed in advance); tests "the mechanism is μ-GDP" with μ the
-    claim's ``gaussian_mu``, so it refuses claims without one. ε figures are
-    μ converted at the claim's δ.
+    Guesses as ``one-run`` (planned for this estimator's bound); tests "the
+    mechanism is μ-GDP" with μ the claim's ``gaussian_mu``, so it refuses
+    claims without one. ε figures are μ converted at the claim's δ.
     """
 
     name: ClassVar[str] = "fdp-one-run"
-    input: ClassVar[str] = "canaries"
-    guess_fraction: Annotated[float, Gt(0), Le(0.5)] = 0.1
+    guess_fraction: Annotated[float, Gt(0), Le(0.5)] | None = None
 
     def check_claim(self, claim: PrivacyClaim) -> None:
         GaussianDP().check_claim(claim)
 
     def estimate(self, scores, worlds, claim, alpha):
         self.check_claim(claim)
-        k_pos, k_neg = one_run.default_guess_counts(scores.size, self.guess_fraction)
-        bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k_pos, k_neg, alpha,
-                                          claim.delta)
-        return Estimate(bound, one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu))
+        k, optimal = self._guesses(scores.size, claim, alpha)
+        bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
+        return Estimate(bound, one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu),
+                        optimal, _no_ranking(scores))
+
+
+@dataclass(frozen=True)
+class GaussFit(Estimator):
+    """Gaussian fit of the canary scores (after "Let's Ask Gauss", 2026): a μ bound from every score.
+
+    Valid when, given its bit, each canary's score is Gaussian with one
+    common variance, independently across canaries (isolated canaries under
+    Gaussian noise); see :mod:`audits.stats.gauss_fit`. The model is checked
+    at ``check_alpha`` (0: not checked) and a rejected model gives no bound.
+    Any claim with δ > 0: the Gaussian scores alone imply ε at δ.
+    """
+
+    name: ClassVar[str] = "gauss-fit"
+    input: ClassVar[str] = "canaries"
+    check_alpha: Annotated[float, Ge(0), Lt(1)] = 0.01
+
+    def check_claim(self, claim: PrivacyClaim) -> None:
+        if claim.delta <= 0:
+            raise EstimatorError("method", "gauss-fit converts a Gaussian μ to ε at the claim's delta, but the "
+                                           "mechanism claims pure epsilon-DP (delta = 0); use one-run")
+
+    def estimate(self, scores, worlds, claim, alpha):
+        self.check_claim(claim)
+        bound = gauss_fit.gauss_fit_audit(scores, worlds, alpha, claim.delta, self.check_alpha)
+        p_value = 1.0 if bound.model_rejected else gauss_fit.claim_p_value(bound, claim.epsilon)
+        return Estimate(bound, p_value, power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, claim, alpha),
+                        _no_ranking(scores) or bound.model_rejected)
 
 
 ESTIMATORS: dict[str, type[Estimator]] = {
@@ -218,6 +285,7 @@ ESTIMATORS: dict[str, type[Estimator]] = {
     "gdp": GaussianDP,
     "one-run": OneRun,
     "fdp-one-run": FDPOneRun,
+    "gauss-fit": GaussFit,
 }
 
 

@@ -100,6 +100,20 @@ def gdp_epsilon(mu, delta) -> float | np.ndarray:
     return _scalar_or_array(out.reshape(mu.shape))
 
 
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The μ whose μ-GDP curve is exactly (ε, δ)-DP: the root of ``gdp_delta(ε, μ) = δ`` (0 < δ < 1).
+
+    ``δ_μ(ε)`` grows with μ, so the root is unique; the inverse of :func:`gdp_epsilon`.
+    """
+    _check_delta(delta)
+    if not (delta > 0 and epsilon >= 0):
+        raise ValueError("need epsilon >= 0 and delta > 0")
+    hi = 1.0
+    while float(gdp_delta(epsilon, hi)) < delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda m: float(gdp_delta(epsilon, m)) - delta, 0.0, hi, xtol=1e-13))
+
+
 def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool = True,
                          candidates: str = "all") -> tuple[float, int]:
     """Choose (threshold, direction) maximising a μ lower bound on a *selection* sample.
@@ -121,7 +135,7 @@ def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool =
         level = alpha / 2.0 / (n_tests if simultaneous else 1)
         return _mu_from_rates(_wilson_upper(fp, n0, level), _wilson_upper(fn, n1, level))
 
-    return _best_cut(s0, s1, crit, candidates)
+    return _best_cut(s0, s1, crit, candidates)[:2]
 
 
 def split_gdp_bound(

@@ -13,9 +13,9 @@ lowest, abstain on the rest. With ``r = k_pos + k_neg`` guesses of which
     α* = max_{1≤i≤v} P[v > Bin(r, q) ≥ v − i] / i.
 
 The guess counts ``k_pos``/``k_neg`` must be fixed before looking at the
-scores and inclusion bits (e.g. a fixed fraction of ``m``); choosing them to
-maximise the bound on the same canaries invalidates it, so this module offers
-no such search.
+scores and inclusion bits; choosing them to maximise the bound on the same
+canaries invalidates it, so this module offers no such search. The
+estimators plan them on the claim alone (:func:`audits.stats.power.plan_guesses`).
 
 Beside it, the f-DP analysis of Mahloujifar, Melis, Chaudhuri (ICML 2025)
 (:func:`fdp_one_run_audit`): against a claim that carries a Gaussian
@@ -34,22 +34,16 @@ from scipy import optimize, stats
 from scipy.special import expit, logit, ndtr, ndtri
 
 __all__ = [
-    "DEFAULT_GUESS_FRACTION",
     "OneRunResult",
     "one_run_p_value",
     "one_run_epsilon_lower_bound",
     "one_run_ceiling",
-    "default_guess_counts",
     "one_run_audit",
     "FDPOneRunResult",
     "fdp_one_run_mu_lower_bound",
     "fdp_one_run_p_value",
     "fdp_one_run_audit",
 ]
-
-#: Default guesses per side as a fraction of the canaries: ``k_pos = k_neg = ⌊f·m⌋``.
-DEFAULT_GUESS_FRACTION = 0.25
-
 
 def _check_counts(r: int, v: int, m: int) -> tuple[int, int, int]:
     r, v, m = int(r), int(v), int(m)
@@ -126,14 +120,6 @@ def one_run_ceiling(r: int, m: int, alpha: float, delta: float = 0.0) -> float:
     return one_run_epsilon_lower_bound(r, r, m, alpha, delta)
 
 
-def default_guess_counts(m: int, fraction: float = DEFAULT_GUESS_FRACTION) -> tuple[int, int]:
-    """``(k_pos, k_neg) = (⌊f·m⌋, ⌊f·m⌋)``: a data-independent choice of guess counts."""
-    if not (0.0 < fraction <= 0.5):
-        raise ValueError("fraction must be in (0, 0.5]")
-    k = int(math.floor(fraction * int(m)))
-    return k, k
-
-
 @dataclass(frozen=True)
 class OneRunResult:
     """A one-run ε lower bound, its ceiling, and the guess counts that produced it."""
@@ -177,8 +163,8 @@ def _guesses(scores: np.ndarray, k_pos: int, k_neg: int, rng) -> np.ndarray:
 def one_run_audit(
     scores,
     included,
-    k_pos: int | None = None,
-    k_neg: int | None = None,
+    k_pos: int,
+    k_neg: int,
     alpha: float = 0.05,
     delta: float = 0.0,
     rng=None,
@@ -188,8 +174,8 @@ def one_run_audit(
     ``scores[j]`` is the attack's score of canary ``j`` (higher = more likely
     included), ``included[j]`` its true inclusion bit (drawn independently
     with probability ½ before the run). Guess "in" for the top ``k_pos``,
-    "out" for the bottom ``k_neg`` (defaults: :func:`default_guess_counts`);
-    ``k_pos``/``k_neg`` must be fixed before the data are seen. ``v`` counts
+    "out" for the bottom ``k_neg``; ``k_pos``/``k_neg`` must be fixed before
+    the data are seen (:func:`audits.stats.power.plan_guesses` plans them on the claim). ``v`` counts
     correct guesses; the bound is :func:`one_run_epsilon_lower_bound` and the
     ceiling the same with all ``r`` guesses right. ``rng`` (optional) breaks
     score ties at random instead of by index.
@@ -203,9 +189,7 @@ def one_run_audit(
     if not np.isin(b, (0, 1)).all():
         raise ValueError("included must hold 0/1 bits")
     m = s.size
-    default_pos, default_neg = default_guess_counts(m)
-    k_pos = default_pos if k_pos is None else int(k_pos)
-    k_neg = default_neg if k_neg is None else int(k_neg)
+    k_pos, k_neg = int(k_pos), int(k_neg)
     if k_pos < 0 or k_neg < 0 or k_pos + k_neg > m:
         raise ValueError("need k_pos, k_neg >= 0 and k_pos + k_neg <= m")
     alpha = _check_alpha(alpha)
@@ -317,8 +301,8 @@ class FDPOneRunResult(OneRunResult):
 def fdp_one_run_audit(
     scores,
     included,
-    k_pos: int | None = None,
-    k_neg: int | None = None,
+    k_pos: int,
+    k_neg: int,
     alpha: float = 0.05,
     delta: float = 1e-5,
     rng=None,

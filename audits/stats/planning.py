@@ -23,12 +23,12 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 from .rates import ceiling, cp_upper
 from .pvalues import P_FLOOR
 
-__all__ = ["SHAPES", "Plan", "detection_power", "plan_trials", "trials_for_ceiling"]
+__all__ = ["SHAPES", "Plan", "detection_power", "plan_trials", "trade_off_curve", "trials_for_ceiling"]
 
 SHAPES = ("pure", "gaussian")
 
@@ -52,16 +52,24 @@ def detection_power(n: int, fpr: float, fnr: float, claimed_epsilon: float, alph
     return float(np.clip(np.sum(stats.binom.pmf(k, n, fpr) * caught), 0.0, 1.0))
 
 
-def _curve(shape: str, true_epsilon: float, delta: float):
+def trade_off_curve(shape: str, epsilon: float | None = None, delta: float = 0.0, mu: float | None = None):
+    """FNR as a function of FPR on the tightest curve of its kind (vectorised).
+
+    ``shape="pure"``: the tightest (ε, δ)-DP curve ``max(1 − δ − e^ε·FPR,
+    e^{−ε}(1 − δ − FPR), 0)``; ``shape="gaussian"``: the μ-GDP curve
+    ``Φ(Φ⁻¹(1 − FPR) − μ)``, with μ given or the one whose ε at ``delta`` is
+    ``epsilon`` (:func:`audits.stats.gdp.gdp_mu`).
+    """
     if shape == "pure":
-        growth = math.exp(true_epsilon)
+        growth = math.exp(epsilon)
         return lambda f: np.maximum(np.maximum(1.0 - delta - growth * f, (1.0 - delta - f) / growth), 0.0)
     if shape == "gaussian":
-        if not delta > 0:
-            raise ValueError("shape='gaussian' needs delta > 0 (a Gaussian curve has no pure ε)")
-        from .gdp import gdp_delta
+        if mu is None:
+            if not delta > 0:
+                raise ValueError("shape='gaussian' needs delta > 0 (a Gaussian curve has no pure ε)")
+            from .gdp import gdp_mu
 
-        mu = optimize.brentq(lambda m: float(gdp_delta(true_epsilon, m)) - delta, 1e-6, 50.0)
+            mu = gdp_mu(epsilon, delta)
         return lambda f: stats.norm.cdf(stats.norm.isf(f) - mu)
     raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
 
@@ -116,7 +124,7 @@ def plan_trials(true_epsilon: float, claimed_epsilon: float, alpha: float = 1e-3
         raise ValueError("a violation exists only when true_epsilon > claimed_epsilon >= 0")
     if not 0 < power < 1:
         raise ValueError("power must be in (0, 1)")
-    curve = _curve(shape, true_epsilon, delta)
+    curve = trade_off_curve(shape, true_epsilon, delta)
 
     def best(n: int) -> tuple[float, float, float]:
         grid = np.unique(np.concatenate([np.geomspace(max(0.1 / n, P_FLOOR), 0.5, 40),

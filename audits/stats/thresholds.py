@@ -50,8 +50,8 @@ def threshold_counts(
 
 def select_threshold(
     scores0, scores1, delta: float = 0.0, *, alpha: float | None = None, simultaneous: bool = True,
-    candidates: str = "all",
-) -> tuple[float, int]:
+    candidates: str = "all", with_value: bool = False,
+) -> tuple[float, int] | tuple[float, int, float]:
     """Choose (threshold, direction) maximising an ε criterion on a *selection* sample.
 
     Candidate tests are the partitions cut at the unique pooled scores (plus
@@ -82,7 +82,8 @@ def select_threshold(
     correction is then over those). Ties go to the first maximiser (direction +1 first, then ascending
     threshold). Whatever the criterion, the result is a function of the
     selection sample only; validity of a bound computed on fresh runs does not
-    depend on it.
+    depend on it. ``with_value`` also returns the criterion's value at the
+    chosen cut (to compare attacks on the same selection runs).
     """
     _check_delta(delta)
     if alpha is not None:
@@ -99,7 +100,8 @@ def select_threshold(
             level = alpha / 2.0 / (n_tests if simultaneous else 1)
             return epsilon_from_rates(_wilson_upper(fp, n0, level), _wilson_upper(fn, n1, level), delta)
 
-    return _best_cut(s0, s1, crit, candidates)
+    threshold, direction, value = _best_cut(s0, s1, crit, candidates)
+    return (threshold, direction, value) if with_value else (threshold, direction)
 
 
 #: Cut sets :func:`select_threshold` can search: every cut, or DP-Sniper's rare-event grid.
@@ -136,8 +138,8 @@ def rare_event_cuts(s0: np.ndarray, s1: np.ndarray, u: np.ndarray) -> np.ndarray
     return np.unique(np.concatenate([idx, idx + 1, [u.size]]))
 
 
-def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> tuple[float, int]:
-    """(threshold, direction) maximising ``crit(fp, fn, n_tests)`` over the cuts of sorted ``s0``, ``s1``.
+def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> tuple[float, int, float]:
+    """(threshold, direction, value) maximising ``crit(fp, fn, n_tests)`` over the cuts of sorted ``s0``, ``s1``.
 
     Candidates are the unique pooled scores plus ``+inf`` (``candidates="all"``)
     or the subset :func:`rare_event_cuts` picks, in both directions
@@ -173,4 +175,4 @@ def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> 
         mid = 0.5 * lo + 0.5 * hi
         if lo <= mid < hi:
             t = mid
-    return t, direction
+    return t, direction, value
