@@ -109,21 +109,17 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
         return _run(scenario, out_dir, resume, executor_kind or ex.kind, executor, report, started)
 
 
-def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
-         report: Callable[[str], None], started: float) -> AuditResult:
-    begun = time.time()
-    base_dir = getattr(scenario, "_base_dir", None)
+def audit_job(scenario: Scenario) -> tuple[AuditJob, object, np.random.SeedSequence]:
+    """The scenario's audit job (parts built, seeds derived), its neighbour policy and the world's seed."""
     root = np.random.SeedSequence(scenario.seed)
     with ratings_limit(scenario.limits.ratings_gb * GIB):
-        population = build(scenario.population, POPULATIONS, base_dir)
+        population = build(scenario.population, POPULATIONS, getattr(scenario, "_base_dir", None))
     mechanism = build(scenario.mechanism, MECHANISMS)
     attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
     churn = build_schedule(scenario, mechanism, population)
     catalogue = population.catalogue(stream(root, "catalogue"))
     cfg = scenario.audit
     claim = mechanism.claim_for(churn.queries_per_user)
-    design = DESIGNS[cfg.design_name]()
-    estimator = build_estimator(cfg)
     policy = policy_for(claim, mechanism, cfg.pair)
     world_seed = child_seed(root, "world")
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
@@ -132,6 +128,18 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
                    claim, view, churn.queries_per_user, entropy, world_entropy, cfg.insert_tick or 1,
                    tuple(getattr(c, "view", None) or view for c in attack_configs))
+    return job, policy, world_seed
+
+
+def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
+         report: Callable[[str], None], started: float) -> AuditResult:
+    begun = time.time()
+    job, policy, world_seed = audit_job(scenario)
+    mechanism, population, catalogue, churn, claim = job.mechanism, job.population, job.catalogue, job.churn, job.claim
+    attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
+    cfg = scenario.audit
+    design = DESIGNS[cfg.design_name]()
+    estimator = build_estimator(cfg)
 
     inserted = design.inserts(job, policy, cfg.trials)
     report(f"simulating the world until t={churn.horizon:g}"
