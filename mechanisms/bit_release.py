@@ -21,7 +21,7 @@ def randomized_response(bits: np.ndarray, epsilon: float | np.ndarray, rng: np.r
 
 def log_likelihood(messages: np.ndarray, bits: np.ndarray, epsilon: float | np.ndarray) -> np.ndarray:
     """Per-row log P(messages | bits) under randomized response with ``epsilon``."""
-    eps = np.broadcast_to(np.asarray(epsilon, dtype=float), np.shape(bits))
+    eps = np.asarray(epsilon, dtype=float)  # per bit column at most: the logs are taken once per column
     agree = np.asarray(messages, dtype=bool) == np.asarray(bits, dtype=bool)
     log_keep = -np.logaddexp(0.0, -eps)
     log_flip = -np.logaddexp(0.0, eps)

@@ -40,12 +40,25 @@ def threshold_counts(
     arrays shaped like ``thresholds``.
     """
     direction = _check_direction(direction)
-    s0 = np.sort(_as_scores(scores0, "scores0"))
-    s1 = np.sort(_as_scores(scores1, "scores1"))
+    s0, s1 = _as_scores(scores0, "scores0"), _as_scores(scores1, "scores1")
     t = np.asarray(thresholds, dtype=float)
     if np.isnan(t).any():
         raise ValueError("thresholds contain NaN")
-    return _counts_sorted(s0, s1, t, direction)
+    if t.size <= FEW_THRESHOLDS:  # a few passes over the scores beat sorting them
+        shape = t.shape
+        t = t.ravel()
+        if direction == 1:
+            fp = [np.count_nonzero(s0 >= x) for x in t]
+            fn = [np.count_nonzero(s1 < x) for x in t]
+        else:
+            fp = [np.count_nonzero(s0 <= x) for x in t]
+            fn = [np.count_nonzero(s1 > x) for x in t]
+        return np.array(fp, np.int64).reshape(shape), np.array(fn, np.int64).reshape(shape)
+    return _counts_sorted(np.sort(s0), np.sort(s1), t, direction)
+
+
+#: :func:`threshold_counts` counts directly (no sort) for at most this many thresholds
+FEW_THRESHOLDS = 8
 
 
 def select_threshold(
