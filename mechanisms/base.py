@@ -21,6 +21,27 @@ from .registry import Registry
 MECHANISMS: Registry = Registry("mechanism")
 
 
+def take_rows(matrix: sparse.csr_array, index: np.ndarray | slice) -> sparse.csr_array:
+    """Rows of a CSR matrix by slicing ``indptr``: a slice shares the matrix's arrays (no copy), a mask or
+    index array gathers whole rows at once."""
+    indptr = matrix.indptr
+    if isinstance(index, slice):
+        start, stop, step = index.indices(matrix.shape[0])
+        if step == 1:
+            stop = max(start, stop)
+            lo, hi = indptr[start], indptr[stop]
+            return sparse.csr_array((matrix.data[lo:hi], matrix.indices[lo:hi], indptr[start:stop + 1] - lo),
+                                    shape=(stop - start, matrix.shape[1]))
+        index = np.arange(start, stop, step)
+    index = np.asarray(index)
+    index = np.flatnonzero(index) if index.dtype == bool else index % max(matrix.shape[0], 1)  # negatives wrap
+    starts, lengths = indptr[index], np.diff(indptr)[index]
+    new_ptr = np.zeros(index.size + 1, indptr.dtype)
+    np.cumsum(lengths, out=new_ptr[1:])
+    at = np.arange(new_ptr[-1], dtype=indptr.dtype) + np.repeat(starts - new_ptr[:-1], lengths)
+    return sparse.csr_array((matrix.data[at], matrix.indices[at], new_ptr), shape=(index.size, matrix.shape[1]))
+
+
 @dataclass(frozen=True, eq=False)
 class UserBatch:
     """Private rows of a batch of users, sparse (users x items; a population is never held dense).
@@ -68,6 +89,25 @@ class UserBatch:
         return cls(ratings, likes)
 
     @classmethod
+    def from_rows(cls, items: np.ndarray, values: np.ndarray, liked: np.ndarray, n_items: int) -> "UserBatch":
+        """From the same number of ratings per user: ``items`` (users x ratings, distinct per row), their
+        ``values`` and ``liked`` flags; the CSR arrays are built directly (rows sorted by item, as from COO)."""
+        items = np.asarray(items)
+        n, w = items.shape
+        if w > 1 and np.any(items[:, 1:] < items[:, :-1]):
+            order = np.argsort(items, axis=1)
+            items, values, liked = (np.take_along_axis(np.asarray(a), order, axis=1) for a in (items, values, liked))
+        liked = np.asarray(liked, dtype=bool)
+        indices = items.astype(np.int32).ravel()
+        ratings = sparse.csr_array((np.asarray(values, float).ravel(), indices, np.arange(n + 1) * w),
+                                   shape=(n, n_items))
+        likes_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(liked.sum(axis=1), out=likes_ptr[1:])
+        likes = sparse.csr_array((np.ones(int(likes_ptr[-1]), bool), indices[liked.ravel()], likes_ptr),
+                                 shape=(n, n_items))
+        return cls(ratings, likes)
+
+    @classmethod
     def empty(cls, n_items: int) -> "UserBatch":
         return cls(sparse.csr_array((0, n_items), dtype=float), sparse.csr_array((0, n_items), dtype=bool))
 
@@ -112,9 +152,9 @@ class UserBatch:
         return self.likes.toarray()
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
-        private = None if self.private is None else self.private[index]
-        held_out = None if self.held_out is None else self.held_out[index]
-        return UserBatch(self.ratings[index], self.likes[index], private, held_out)
+        private = None if self.private is None else take_rows(self.private, index)
+        held_out = None if self.held_out is None else take_rows(self.held_out, index)
+        return UserBatch(take_rows(self.ratings, index), take_rows(self.likes, index), private, held_out)
 
     def where(self, use_other: np.ndarray, other: "UserBatch") -> "UserBatch":
         """Row ``u`` from ``other`` where ``use_other[u]``, else from this batch."""

@@ -31,7 +31,8 @@ from scipy import sparse
 
 from .base import ParameterError, UserBatch, WorldInfo
 from . import frank_wolfe_runs as runs
-from .matrix_completion import GramCompletion, GramState, LowRankRows, symmetric_gaussian, top_eigenpair
+from .matrix_completion import (GramCompletion, GramState, LowRankRows, entry_rows, observed, row_norms,
+                                symmetric_gaussian, top_eigenpair, with_values)
 
 
 @dataclass
@@ -178,24 +179,31 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         return np.zeros((n_users, self.iterations))
 
     def _step(self, targets, coefficients: np.ndarray, basis: np.ndarray, shifted: np.ndarray,
-              nuclear_bound: float) -> np.ndarray:
-        """The FW step with the newest published v̂ (row t of ``basis``): new coefficients."""
+              nuclear_bound: float) -> tuple[np.ndarray, np.ndarray]:
+        """The FW step with the newest published v̂ (row t of ``basis``): new coefficients and ``P_Ω`` of the new
+        rows (their values on ``targets``' entries), updated from the old rows' without another product."""
         t = basis.shape[0]
-        previous = basis[:t - 1]
-        residual = self._residual(targets, coefficients[:, :t - 1], previous)
-        u = (residual @ basis[t - 1]) / shifted[t - 1]
+        seen = observed(targets, coefficients[:, :t - 1], basis[:t - 1]).data
+        u = (with_values(targets, seen - targets.data) @ basis[t - 1]) / shifted[t - 1]
+        shrink = 1.0 - 1.0 / self.iterations
         new = coefficients.copy()
-        new[:, :t - 1] *= 1.0 - 1.0 / self.iterations
+        new[:, :t - 1] *= shrink
         new[:, t - 1] = -(nuclear_bound / self.iterations) * u
-        return self._projected(targets, new, basis)
+        rows = entry_rows(targets)
+        seen = shrink * seen + new[rows, t - 1] * basis[t - 1, targets.indices]
+        if self.project:  # Π_{L,Ω}: rows scaled down to ‖P_Ω(Y_i)‖ ≤ L
+            factor = np.minimum(1.0, self.row_bound / np.maximum(row_norms(with_values(targets, seen)), 1e-300))
+            new *= factor[:, None]
+            seen *= factor[rows]
+        return new, seen
 
     def _respond(self, users: UserBatch, targets: sparse.csr_array, published: dict, carried: np.ndarray,
                  rng: np.random.Generator) -> tuple[sparse.csr_array, np.ndarray]:
         basis = published["basis"]
-        t = basis.shape[0]
-        if t:
-            carried = self._step(targets, carried, basis, published["shifted"], published["nuclear_bound"])
-        return self._residual(targets, carried[:, :t], basis), carried
+        if not basis.shape[0]:
+            return self._residual(targets, carried[:, :0], basis), carried
+        carried, seen = self._step(targets, carried, basis, published["shifted"], published["nuclear_bound"])
+        return with_values(targets, seen - targets.data), carried
 
     def personal_output(self, users: UserBatch, carried: np.ndarray, state: FrankWolfeState) -> LowRankRows:
         """Y_i^(T): the last step with v̂_T, as coefficients over v̂_1..v̂_T."""
@@ -203,9 +211,9 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         if self.leak_unnoised:  # replays every step with the exact eigenvectors the server kept
             coefficients = np.zeros_like(carried)
             for t in range(1, state.unnoised.shape[0] + 1):
-                coefficients = self._step(targets, coefficients, state.unnoised[:t], state.shifted, bound)
+                coefficients = self._step(targets, coefficients, state.unnoised[:t], state.shifted, bound)[0]
             return self._output(users, coefficients[:, :state.unnoised.shape[0]], state.unnoised, state)
-        coefficients = self._step(targets, carried, state.basis, state.shifted, bound)
+        coefficients = self._step(targets, carried, state.basis, state.shifted, bound)[0]
         return self._output(users, coefficients[:, :state.basis.shape[0]], state.basis, state)
 
 

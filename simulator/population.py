@@ -89,8 +89,7 @@ class _BlockModel:
         return clusters, rated_idx, catalogue.item_labels[rated_idx]
 
     def _batch(self, n_users: int, rated_idx: np.ndarray, values: np.ndarray, likes: np.ndarray) -> UserBatch:
-        users = np.repeat(np.arange(n_users), self.ratings_per_user)
-        return UserBatch.from_coo(users, rated_idx.ravel(), values.ravel(), likes.ravel(), (n_users, self.n_items))
+        return UserBatch.from_rows(rated_idx, values, likes, self.n_items)
 
 
 def _block_shape(blocks: list) -> tuple[int, ...]:
