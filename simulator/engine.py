@@ -77,6 +77,8 @@ class ProtocolRun:
         self.active_inserted = np.zeros(0, dtype=bool)
         self.active_rows = UserBatch.empty(n)
         self.active_carried = mechanism.init_carried(0)
+        #: whether users compute personal outputs when done (the base class's computes nothing)
+        self._outputs = type(mechanism).personal_output is not Mechanism.personal_output
 
     # ---------------------------------------------------------------- who is present
 
@@ -98,7 +100,7 @@ class ProtocolRun:
         self.active_departure = np.concatenate([self.active_departure, departure[stays]])
         self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
         self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
-        self.active_rows = UserBatch.concat([self.active_rows, rows.take(stays)])
+        self.active_rows = UserBatch.concat([self.active_rows, rows if k == times.size else rows.take(stays)])
         carried = self.mechanism.init_carried(k)
         if carried is not None:
             self.active_carried = np.concatenate([self.active_carried, carried])
@@ -108,7 +110,7 @@ class ProtocolRun:
         if keep.all():
             return
         gone = ~keep
-        if gone.any():
+        if gone.any() and self._outputs:
             rows = self.active_rows.take(gone)
             carried = None if self.active_carried is None else self.active_carried[gone]
             outputs = self.mechanism.personal_output(rows, carried, self.state)
