@@ -45,7 +45,7 @@ class ConsoleReporter:
         self.bars_on = not quiet and getattr(self.stream, "isatty", lambda: False)()
         self.bars: dict = {}
         self.clock = clock
-        self.last_line: dict[str, float] = {}
+        self.last_line: dict[str, tuple[float, float | None]] = {}  # label -> (time, done) of its last line
 
     def __call__(self, message: str) -> None:
         log.info(message)
@@ -68,10 +68,10 @@ class ConsoleReporter:
 
     def _progress_line(self, label: str, done: float, total: float) -> None:
         now = self.clock()
-        first = self.last_line.setdefault(label, now)
-        if self.quiet or done >= total or now - first < PROGRESS_EVERY:
+        last, shown = self.last_line.setdefault(label, (now, None))
+        if self.quiet or done >= total or now - last < PROGRESS_EVERY or done == shown:
             return
-        self.last_line[label] = now
+        self.last_line[label] = (now, done)
         log.info("%s: %.4g of %.4g (%.0f %%)", label, done, total, 100 * done / total if total else 100)
 
 

@@ -179,7 +179,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
              "horizon": float(churn.horizon), "timeline": presence_timeline(transcript, churn.horizon),
              "release_times": [float(r.time) for r in transcript.releases]}
     if scenario.panel is not None:  # a cohort answering rounds: its presence over time is one step, not drawn
-        world |= {"panel_rounds": int(churn.rounds), "timeline": None}
+        world = {k: v for k, v in world.items() if k != "timeline"} | {"panel_rounds": int(churn.rounds)}
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}

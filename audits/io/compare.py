@@ -8,7 +8,7 @@ from pathlib import Path
 from mechanisms.errors import BadInput
 
 from . import plots
-from .report import SCHEMA_VERSION, figure, md, render_html
+from .report import SCHEMA_VERSION, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
 from .store import write_json, write_text
 
 
@@ -60,14 +60,14 @@ def compare_markdown(rows: list[dict], title: str = "Comparison of audit runs") 
              "utility |" + (" held-out RMSE |" if rmse else ""),
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if rmse else "")]
     for r in rows:
-        lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {_fmt(r['claim'], 'g')} | "
-                     f"{r['delta']:g} | {r['epsilon_lb']:.4f} | {_fmt(r['confidence'])} | {_fmt(r['ceiling'])} | "
+        lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {claim_epsilon(r['claim'])} | "
+                     f"{r['delta']:g} | {epsilon_cell(r)} | {confidence_text(r['confidence'])} | {_fmt(r['ceiling'])} | "
                      f"{_fmt(r['tightness'])} | {r['verdict']} | {_fmt(r['utility'])} |"
                      + (f" {_fmt(r.get('rmse'))} |" if rmse else ""))
     metrics = sorted({r["utility_metric"] for r in rows})
     lines += ["", f"Utility: {md('; '.join(metrics))} at the last release. ε_LB: the strongest test of each run "
               "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show). "
-              "Claim n/a: the mechanism claims nothing (a non-private reference).", ""]
+              "Claim none: the mechanism claims nothing (a non-private reference).", ""]
     if rmse:
         lines += rmse_markdown(rows)
     return "\n".join(lines)
@@ -75,19 +75,20 @@ def compare_markdown(rows: list[dict], title: str = "Comparison of audit runs") 
 
 def rmse_markdown(rows: list[dict]) -> list[str]:
     """Held-out RMSE as an ε × mechanism table, with the runs that claim nothing (references) beneath."""
-    private = [r for r in rows if r["epsilon"] is not None and r.get("rmse") is not None]
+    private = private_rmse_rows(rows)
     names = list(dict.fromkeys(r["mechanism"] for r in private))
     epsilons = sorted({r["epsilon"] for r in private})
     cell: dict[tuple, list[float]] = {}
     for r in private:
         cell.setdefault((r["mechanism"], r["epsilon"]), []).append(r["rmse"])
-    lines = ["## Held-out RMSE against ε", "", "(ε: each mechanism's configured ε; mean over runs of the same ε)", "",
-             "| ε | " + " | ".join(md(n) for n in names) + " |",
-             "|---:|" + "---:|" * len(names)]
-    for eps in epsilons:
-        means = [sum(v) / len(v) if (v := cell.get((n, eps))) else None for n in names]
-        lines.append(f"| {eps:g} | " + " | ".join(_fmt(m) for m in means) + " |")
-    lines.append("")
+    lines = ["## Held-out RMSE" + (" against ε" if private else ""), ""]
+    if private:  # no table without a private run to fill it
+        lines += ["(ε: each mechanism's configured ε; mean over runs of the same ε)", "",
+                  "| ε | " + " | ".join(md(n) for n in names) + " |", "|---:|" + "---:|" * len(names)]
+        for eps in epsilons:
+            means = [sum(v) / len(v) if (v := cell.get((n, eps))) else None for n in names]
+            lines.append(f"| {eps:g} | " + " | ".join(_fmt(m) for m in means) + " |")
+        lines.append("")
     for r in rows:
         if r["claim"] is None and r.get("rmse") is not None:
             lines.append(f"- {md(r['run'])} ({md(r['mechanism'])}, claims nothing): {r['rmse']:.4g}")
@@ -100,6 +101,11 @@ def rmse_markdown(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def private_rmse_rows(rows: list[dict]) -> list[dict]:
+    """The runs with a configured ε and a held-out RMSE: what an RMSE-against-ε table or plot is made of."""
+    return [r for r in rows if r["epsilon"] is not None and r.get("rmse") is not None]
+
+
 def compare_figures(rows: list[dict]) -> list[dict]:
     claimed = [r for r in rows if r["claim"] is not None]
     rmse = [r for r in rows if r.get("rmse") is not None]
@@ -109,7 +115,7 @@ def compare_figures(rows: list[dict]) -> list[dict]:
                                    "zero_rmse": r["zero_rmse"], "label": f"{r['run']} (claims nothing)"}
                                   for r in rmse], "held-out RMSE against ε", xlabel="configured ε"),
                "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
-               "(non-private references), the dotted one predicting 0.") if rmse else None,
+               "(non-private references), the dotted one predicting 0.") if private_rmse_rows(rows) else None,
         figure("ε lower bounds against the claims",
                plots.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
                                       "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],
@@ -135,5 +141,7 @@ def write_comparison(run_dirs: list[Path], out_dir: Path, labels: list[str] | No
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "compare.json", {"schema_version": SCHEMA_VERSION, "runs": rows}, allow_nan=False)
     write_text(out_dir / "compare.md", compare_markdown(rows, title))
-    write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows)))
+    write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows),
+                                                     has_rmse=any(r.get("rmse") is not None for r in rows),
+                                                     has_utility=any(r["utility"] is not None for r in rows)))
     return rows
