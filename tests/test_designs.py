@@ -41,6 +41,7 @@ def count_runs(monkeypatch):
     return runs
 
 
+@pytest.mark.slow  # ~30 s: thousands of whole protocol runs
 def test_full_runs_agree_with_local_replay(write_scenario, quickstart_data, count_runs):
     local = run_scenario(load_scenario(write_scenario(tiny_world(dict(quickstart_data), 20_000, "local_replay",
                                                                  alpha=1e-6))))
@@ -56,6 +57,7 @@ def test_full_runs_agree_with_local_replay(write_scenario, quickstart_data, coun
     assert local.strongest.estimate.epsilon_lb > 0.85
 
 
+@pytest.mark.slow  # ~30 s: thousands of whole protocol runs
 def test_full_runs_flag_the_broken_twin(write_scenario, quickstart_data):
     quickstart_data["mechanism"] = {"kind": "maxsense_broken", "epsilon": 1.0, "leak_factor": 4.0}
     result = run_scenario(load_scenario(write_scenario(tiny_world(quickstart_data, 2_000, "full_runs"))))

@@ -184,18 +184,27 @@ def run_cli(path, out):
     return main(["run", str(path), "--out", str(out), "--quiet"])
 
 
-def test_the_scenarios_run_end_to_end(tmp_path, capsys):
-    """Correct FW consistent, the leaky twin violated (full runs); one-run canaries beside held-out RMSE."""
+@pytest.mark.slow
+def test_the_shipped_full_run_scenarios_run_end_to_end(tmp_path, capsys):
+    """Correct FW consistent, the leaky twin violated (full runs of the shipped scenarios, ~30 s)."""
     import json
     from pathlib import Path
-
-    import yaml
 
     scenarios = Path(__file__).resolve().parents[1] / "scenarios"
     assert run_cli(scenarios / "private-frank-wolfe.yaml", tmp_path / "pfw") == 0
     assert json.loads((tmp_path / "pfw" / "report.json").read_text())["verdict"] == "consistent"
     assert run_cli(scenarios / "private-frank-wolfe-leaky.yaml", tmp_path / "leaky") == 0
     assert json.loads((tmp_path / "leaky" / "report.json").read_text())["verdict"] == "violated"
+
+
+def test_one_run_canaries_beside_held_out_rmse_end_to_end(tmp_path, capsys):
+    """The utility scenario, small: one-run canaries beside held-out RMSE."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    scenarios = Path(__file__).resolve().parents[1] / "scenarios"
     small = yaml.safe_load((scenarios / "matrix-completion-utility.yaml").read_text())
     small["population"].update(n_users=3000, n_items=60, ratings_per_user=20, test_fraction=0.05)
     small["audit"]["trials"] = 200

@@ -50,6 +50,7 @@ def test_the_targets_own_prediction_leaks_negative_control(tmp_path):
     assert result.verdict == "violated", [t.estimate.epsilon_lb for t in result.tests]
 
 
+@pytest.mark.slow  # ~35 s: the shipped per-user scenario at its size
 def test_the_per_user_claim_twin_is_violated(tmp_path):
     """80 ratings replaced (as the shipped scenario, 400 trials): the shipped run measures ε_LB ≈ 2.7 > ε = 2."""
     result = run(tmp_path, "mcsherry-mironov-per-user", **{"audit.trials": 400, "audit.block_size": 400})

@@ -1,0 +1,196 @@
+"""Benchmark: every row of issue 20's table in one command, each a ratio against a baseline timed in the same process.
+
+``./dev bench`` (or ``python benchmarks/table.py``) runs each row in its own subprocess under
+``/usr/bin/time -v`` (peak memory = that process's maximum resident set), times its baseline and
+its case there in CPU seconds (``time.process_time`` plus finished children: robust when other
+work shares the cores; wall seconds are printed beside), prints a markdown table and keeps it
+with the machine's core count in ``benchmarks/results/table-latest.{md,json}``.
+
+Rows (goal in brackets):
+
+* ``ldp``: ``recaudit run`` of MaxSense (local replay, likelihood ratio) with ``--trials`` per
+  world, writing included, against numpy sampling the same released bits [≥ 0.45]; also its
+  marginal cost per trial (the run at trials/100 subtracted: imports, world and figures cancel);
+* ``churn``: users/s of a MaxSense churn run against one bare SimPy process per user [≥ 10×];
+* ``completion``: private Frank–Wolfe with its canary one-run audit (``recaudit run``) against one
+  sparse ``Aᵀ(Av)`` on the same ratings [≤ 100×, peak ≤ 1.5 GB];
+* ``learned``: a black-box audit of the 5-bin Laplace histogram with the ``auto`` attack against
+  sampling its outputs alone [≤ 10×].
+
+``--rows`` picks rows; ``--scale`` shrinks every size (e.g. 0.1 for a quick look).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def cpu() -> float:
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def timed(function, *args) -> tuple[object, float, float]:
+    """(result, CPU seconds, wall seconds) of ``function(*args)``."""
+    c, w = cpu(), time.perf_counter()
+    result = function(*args)
+    return result, cpu() - c, time.perf_counter() - w
+
+
+def _run_cli(data: dict, folder: Path) -> dict:
+    import yaml
+
+    from audits.cli import main
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scenario.yaml").write_text(yaml.safe_dump(data))
+    code = main(["run", str(folder / "scenario.yaml"), "--out", str(folder / "run"), "--quiet"])
+    if code not in (0, 1):
+        raise RuntimeError(f"recaudit run exited {code}")
+    return json.loads((folder / "run" / "report.json").read_text())
+
+
+def row_ldp(scale: float) -> dict:
+    import numpy as np
+    import yaml
+
+    trials = int(10_000_000 * scale)
+    data = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
+    data["churn"].update(horizon=5.0, release_interval=5.0)
+    p = 1.0 / (1.0 + np.exp(-1.0))
+    rng = np.random.default_rng(0)
+    _, base, base_wall = timed(lambda: [rng.random(trials) < p for _ in (0, 1)])
+    folder = Path(tempfile.mkdtemp(prefix="recaudit-bench-ldp-"))
+    small = data | {"audit": data["audit"] | {"trials": max(trials // 100, 1000)}}
+    _run_cli(small, folder / "warm")  # imports and caches once, so both timed runs pay the same
+    _, fixed, _ = timed(_run_cli, small, folder / "small")
+    report, run, run_wall = timed(_run_cli, data | {"audit": data["audit"] | {"trials": trials}}, folder / "big")
+    marginal = (run - fixed) / (trials - small["audit"]["trials"]) * trials
+    return {"measure": f"LDP audit (MaxSense, {trials:,} trials per world) incl. writing vs numpy Bernoulli "
+                       "sampling of the same bits", "goal": ">= 0.45", "baseline_cpu": base, "case_cpu": run,
+            "ratio": base / run, "wall": run_wall, "baseline_wall": base_wall,
+            "notes": f"marginal per-trial cost ratio {base / marginal:.2f}; fixed cost (imports done, world, "
+                     f"figures) {fixed:.2f} s; timing.total_seconds {report['timing']['total_seconds']:.1f}, "
+                     f"writing_seconds {report['timing']['writing_seconds']:.1f}"}
+
+
+def row_churn(scale: float) -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from churn import bare_simpy, maxsense_churn
+
+    import mechanisms, simulator.churn, simulator.population  # noqa: F401, E401  (imports are not the run's cost)
+
+    users = int(1_000_000 * scale)
+    bare, base, base_wall = timed(bare_simpy, users, 10_000.0, 1.0, 1)
+    ours, case, wall = timed(maxsense_churn, users, 10_000.0, 1.0, 1)
+    speed = ours["users"] / case / (bare["users"] / base)
+    return {"measure": f"churn users/s ({users:,} users, MaxSense) vs one bare SimPy process per user",
+            "goal": ">= 10x", "baseline_cpu": base, "case_cpu": case, "ratio": speed, "wall": wall,
+            "baseline_wall": base_wall, "notes": f"{ours['users'] / case:,.0f} users per CPU second"}
+
+
+def row_completion(scale: float) -> dict:
+    import numpy as np
+    import yaml
+
+    from simulator.population import rank_one_world
+
+    users, canaries = int(500_000 * scale), int(10_000 * scale)
+    world = rank_one_world(users, 400, 80, np.random.default_rng(1))
+    a, v = world.data.train, np.ones(400)
+    _, base, base_wall = timed(lambda: [a.T @ (a @ v) for _ in range(5)])
+    base, base_wall = base / 5, base_wall / 5
+    nbytes = a.data.nbytes
+    del world, a
+    data = yaml.safe_load((ROOT / "scenarios" / "matrix-completion-utility.yaml").read_text())
+    data["seed"] = 1
+    data["population"].update(n_users=users, n_items=400, ratings_per_user=80)
+    data["audit"]["trials"] = canaries
+    report, case, wall = timed(_run_cli, data, Path(tempfile.mkdtemp(prefix="recaudit-bench-fw-")))
+    return {"measure": f"private FW, {users:,} users x 400 items, <= 80 ratings each, T = 10, {canaries:,}-canary "
+                       "one-run audit vs one sparse Aᵀ(Av)", "goal": "<= 100x, peak <= 1.5 GB",
+            "baseline_cpu": base, "case_cpu": case, "ratio": case / base, "wall": wall, "baseline_wall": base_wall,
+            "notes": f"ratings {nbytes / 1e6:.0f} MB as floats; RMSE {report['utility']['rmse']:.4f}"}
+
+
+def row_learned(scale: float) -> dict:
+    import numpy as np
+
+    from audits.harness import run_audit
+    from mechanisms.vector_reference import VECTOR_REFERENCE
+
+    trials = int(1_000_000 * scale)
+    mech = VECTOR_REFERENCE["vector_laplace"](1.0)
+    mech.claim  # the accountant's answer is cached: not the attack's cost
+    _, base, base_wall = timed(lambda: [mech.sample(value, trials, np.random.default_rng(i))
+                                        for i, value in enumerate(mech.neighbours)])
+    run, case, wall = timed(lambda: run_audit(mech, trials=trials, alpha=0.05, seed=1))
+    return {"measure": f"learned attack (auto → {run.attack}), 5-bin Laplace histogram, {trials:,} samples per "
+                       "world, vs sampling alone", "goal": "<= 10x", "baseline_cpu": base, "case_cpu": case,
+            "ratio": case / base, "wall": wall, "baseline_wall": base_wall,
+            "notes": f"ε_LB {run.bound.epsilon_lb:.4f} (claim 1, α = 0.05)"}
+
+
+ROWS = {"ldp": row_ldp, "churn": row_churn, "completion": row_completion, "learned": row_learned}
+
+
+def _child(row: str, scale: float) -> None:
+    print("RESULT " + json.dumps(ROWS[row](scale)), flush=True)
+
+
+def _peak_mb(stderr: str) -> float | None:
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    return int(found.group(1)) / 1024 if found else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", choices=sorted(ROWS), default=list(ROWS))
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size (users, trials)")
+    parser.add_argument("--child", choices=sorted(ROWS), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child, args.scale)
+        return
+    timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    results = []
+    for row in args.rows:
+        done = subprocess.run([*timer, sys.executable, __file__, "--child", row, "--scale", str(args.scale)],
+                              capture_output=True, text=True, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)})
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{row}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+            continue
+        results.append({"row": row, **json.loads(line[7:]), "peak_rss_mb": _peak_mb(done.stderr)})
+        print(f"{row}: done", file=sys.stderr, flush=True)
+    cores = os.cpu_count()
+    lines = [f"Issue 20's table, measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores "
+             f"(scale {args.scale:g}); CPU seconds (wall beside: other work shared the cores)", "",
+             "| measure | goal | ratio | case CPU s (wall) | baseline CPU s (wall) | peak RSS MB | notes |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for r in results:
+        peak = "n/a" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f}"
+        lines.append(f"| {r['measure']} | {r['goal']} | {r['ratio']:.2f} | {r['case_cpu']:.2f} ({r['wall']:.1f}) | "
+                     f"{r['baseline_cpu']:.3f} ({r['baseline_wall']:.2f}) | {peak} | {r['notes']} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "table-latest.md").write_text(text)
+    (RESULTS / "table-latest.json").write_text(json.dumps({"cores": cores, "scale": args.scale, "rows": results},
+                                                          indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
