@@ -330,7 +330,7 @@ def report_markdown(report: dict) -> str:
     w = report["world"]
     lines += [f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
               f"arrived, {w['users_answered']:,} answered; {schedule_text(report)}; "
-              f"{w['n_items']} items in {w['n_item_clusters']} clusters.",
+              f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "") + ".",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
 

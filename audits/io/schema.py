@@ -51,10 +51,14 @@ def schema_text() -> str:
 
 def summary(cls: type) -> str:
     """A class's docstring's first paragraph as one line of plain text (no code markup)."""
-    doc = inspect.getdoc(cls) or ""
-    first = " ".join(doc.split("\n\n", 1)[0].split())
-    first = re.sub(r"\s*\([^()]*(?:seed \d{3}|docs/)[^()]*\)", "", first)  # the project's own cross-references
-    return re.sub(r"`+([^`]*)`+", r"\1", first)
+    return plain((inspect.getdoc(cls) or "").split("\n\n", 1)[0])
+
+
+def plain(text: str) -> str:
+    """``text`` as one line of plain text: no code markup, no cross-references to the project's own papers and
+    pages (``(seed 003, docs/...)``), which a user of the command line does not have at hand."""
+    text = re.sub(r"\s*\([^()]*(?:seed \d{3}|docs/|\.md\b)[^()]*\)", "", " ".join(str(text).split()))
+    return re.sub(r"`+([^`]*)`+", r"\1", text)
 
 
 def _type(prop: dict) -> str:

@@ -38,12 +38,25 @@ def resolve(argument: str | Path) -> Path:
 
 
 def description(path: Path) -> str:
-    """A scenario file's ``description`` (plain, one line) without validating the whole file."""
+    """What a scenario file is, in one sentence of plain text: the first sentence of its ``description``, or of
+    its leading comment lines, without validating the whole file."""
+    import re
+
     import yaml
 
+    from .schema import plain
+
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        data = yaml.safe_load(text)
     except (OSError, yaml.YAMLError):
         return ""
-    text = data.get("description", "") if isinstance(data, dict) else ""
-    return " ".join(str(text).split())
+    said = data.get("description", "") if isinstance(data, dict) else ""
+    if not said:
+        comments = []
+        for line in text.splitlines():
+            if not line.startswith("#"):
+                break
+            comments.append(line.lstrip("#").strip())
+        said = " ".join(comments)
+    return re.split(r"(?<=\.)\s", plain(said), maxsplit=1)[0]
