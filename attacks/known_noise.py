@@ -7,7 +7,7 @@ run's published history, the audited user's contribution to each of them is know
 Laplace scale ``b`` per statistic). The log-likelihood ratio of world 1 against world 0 is then
 
 * Gaussian: ``Σ ((y − m₀)·d − ‖d‖²/2) / σ²`` with ``d = m₁ − m₀`` — the statistic along the pair's
-  difference, ``N(−μ²/2, μ²)`` vs ``N(μ²/2, μ²)`` with ``μ = ‖d‖/σ`` (AUDITING.md);
+  difference, ``N(−μ²/2, μ²)`` vs ``N(μ²/2, μ²)`` with ``μ = ‖d‖/σ`` (docs/statistics.md);
 * Laplace: ``Σ (|y − m₀| − |y − m₁|) / b`` over the coordinates where the worlds differ.
 
 Other users add to ``y`` too. Against Gaussian noise their part only shifts the score when it is the same

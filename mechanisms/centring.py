@@ -1,5 +1,5 @@
 """Centring star ratings before matrix completion: global mean, item averages and user offsets, as
-McSherry–Mironov do (ALGORITHMS.md C), for the Gram protocols (Frank–Wolfe, PGD, Oja).
+McSherry–Mironov do (docs/families/mcsherry-mironov.md), for the Gram protocols (Frank–Wolfe, PGD, Oja).
 
 ``MAvg_i = G + (S_i + β_m·0)/(N_i + β_m)`` shrinks each item's mean deviation towards the global
 mean ``G`` with ``β_m`` fictitious ratings; a user's offset ``r̄_u = Σ_i (r_ui − MAvg_i)/(c_u + β_p)``

@@ -99,3 +99,14 @@ def test_one_confidence_wording_and_claimless_runs_said_so():
     assert "no privacy claim" in claimless and "none" not in claimless and "δ" not in claimless
     assert "more runs would show more" in summary_line(_report(1.0, lb=5.0, ceiling=5.0))
     assert "more runs would show more" not in line
+
+
+def test_no_reference_to_design_notes_users_do_not_have():
+    """Docstrings and scenarios point at the docs pages (docs/...), never at the maintainers' design notes."""
+    from tests.conftest import ROOT
+
+    notes = ("DESIGN.md", "AUDITING.md", "ALGORITHMS.md")
+    files = [p for folder in ("mechanisms", "simulator", "attacks", "audits", "studies", "scenarios")
+             for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".yaml", ".html")]
+    assert files
+    assert [str(p) for p in files if any(n in p.read_text() for n in notes)] == []

@@ -6,7 +6,7 @@ the claim carries ``gaussian_mu``, else the tightest (ε, δ)-DP curve
 function of the claim and the budget only — never of the scores — so an
 estimator may use it to fix its settings in advance (the one-run guess
 counts) without losing validity, and a report may print it beside the
-measured bound (AUDITING.md, "Power before and in the report").
+measured bound (docs/statistics.md, "Tight audits").
 
 The figures are medians, approximately: the bound evaluated at the
 *expected* error counts of the best test on the curve (each bound grows
