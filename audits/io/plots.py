@@ -164,16 +164,16 @@ def timeline_figure(world: dict, utility: dict) -> bytes | None:
     lines, labels = ax.get_legend_handles_labels()
     if curve:
         right = ax.twinx()
-        right.plot([p["time"] for p in curve], [p[key] for p in curve], "s-", color="C2",
-                   label=utility["metric"])
+        label = "relative covariance error" if key == "covariance_error" else utility["metric"]
+        right.plot([p["time"] for p in curve], [p[key] for p in curve], "s-", color="C2", label=label)
         if key == "accuracy":
             right.set_ylim(0, 1.02)
         else:
             right.set_ylim(bottom=0)
-        right.set_ylabel(one_line(utility["metric"], 45), color="C2")
+        right.set_ylabel(one_line(label, 45), color="C2")
         more = right.get_legend_handles_labels()
         lines, labels = lines + more[0], labels + more[1]
-    ax.legend(lines, labels, fontsize=7, loc="lower right")
+    ax.legend(lines, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     ax.set_title("The world over time", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
