@@ -72,12 +72,12 @@ class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if not hasattr(mechanism, "noise_scales") or not hasattr(mechanism, "centred"):
-            raise ValueError(f"attack {self.name} reads McSherry–Mironov releases, not {mechanism.name}'s")
+            raise ValueError(f"attack {self.kind} reads McSherry–Mironov releases, not {mechanism.name}'s")
         rows0, rows1 = pair.rows0.ratings, pair.rows1.ratings
         if view.kind == "target":
             return self._target_scores(mechanism, pair, view)
         if view.kind not in ("releases", "others"):
-            raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
         if view.audited is not None:  # canaries: every one against the run's single release
             release = view.releases[0][-1].item_labels
             return (contribution_scores(mechanism, release, rows1)

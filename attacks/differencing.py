@@ -83,9 +83,9 @@ class DifferencingAttack(Attack, kind="differencing"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":
-            raise ValueError(f"attack {self.name} reads the releases view, not {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the releases view, not {view.kind!r}")
         if view.arrival is None:
-            raise ValueError(f"attack {self.name} needs the audited users' arrival times in the view")
+            raise ValueError(f"attack {self.kind} needs the audited users' arrival times in the view")
         x0, x1 = _directions(pair)
         if view.audited is not None:  # canaries of one run
             times, ticks, matrices = _covariances(view.releases[0])

@@ -50,7 +50,7 @@ class DinurNissimAttack(Attack, kind="dinur_nissim"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages" or not view.queries:
-            raise ValueError(f"attack {self.name} reads a messages view with subset queries")
+            raise ValueError(f"attack {self.kind} reads a messages view with subset queries")
         runs = message_rows(pair, view)
         answers = np.asarray(view.messages, float)
         subsets = np.asarray(view.queries[0], float)

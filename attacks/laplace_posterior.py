@@ -52,10 +52,10 @@ class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
-            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
         scale = getattr(mechanism, "scale", None)
         if scale is None:
-            raise ValueError(f"attack {self.name} needs a Laplace mechanism (a published noise scale)")
+            raise ValueError(f"attack {self.kind} needs a Laplace mechanism (a published noise scale)")
         runs = message_rows(pair, view)
         r0, r1 = pair.rows0.ratings[runs].toarray(), pair.rows1.ratings[runs].toarray()
         rated = (r0 != 0) & (r1 != 0)

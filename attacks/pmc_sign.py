@@ -43,7 +43,7 @@ class PmcSignAttack(Attack, kind="pmc_sign"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
-            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
         guess, mu, runs = self.reconstruct(view.messages), item_means_of(view), message_rows(pair, view)
         out = []
         for rows in (pair.rows0, pair.rows1):

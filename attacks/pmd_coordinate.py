@@ -31,12 +31,12 @@ class PmdCoordinateAttack(Attack, kind="pmd_coordinate"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
-            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
         runs = message_rows(pair, view)
         r0, r1 = pair.rows0.ratings[runs].toarray(), pair.rows1.ratings[runs].toarray()
         differs = (r0 != r1) & (r0 != 0) & (r1 != 0)
         if not differs.any(axis=1).all():
-            raise ValueError(f"attack {self.name}: some audited user has no rated item whose rating differs "
+            raise ValueError(f"attack {self.kind}: some audited user has no rated item whose rating differs "
                              "between the worlds")
         item = np.argmax(differs, axis=1)
         at = np.arange(len(runs))

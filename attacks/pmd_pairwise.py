@@ -32,7 +32,7 @@ class PmdPairwiseAttack(Attack, kind="pmd_pairwise"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
-            raise ValueError(f"attack {self.name} reads the messages view, got {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
         mu, runs = item_means_of(view), message_rows(pair, view)
         a = self.reconstruct(view.messages, mu)
         out = []

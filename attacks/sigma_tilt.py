@@ -33,7 +33,7 @@ class SigmaTiltAttack(Attack, kind="sigma_tilt"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":
-            raise ValueError(f"attack {self.name} reads the releases view, got {view.kind!r}")
+            raise ValueError(f"attack {self.kind} reads the releases view, got {view.kind!r}")
         if view.audited is not None:  # canaries: one run, one model for all
             return self._tilt(view.releases[0][-1].item_labels, pair.rows0, pair.rows1)
         out = []

@@ -62,7 +62,7 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
         if view.kind == "target":
             rows = [t.dense()[0] for t in view.target]
             return np.array([r @ x1[i % len(x1)] - r @ x0[i % len(x0)] for i, r in enumerate(rows)])
-        raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
+        raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
 
     def _canary_scores(self, view: View, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
         """Every canary of one run at once (``x0``, ``x1``: one row per canary)."""
@@ -81,7 +81,7 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
                 return np.einsum("ij,jk,ik->i", x, gram, x) - np.sum(own.coefficients * (x @ own.basis.T), axis=1) ** 2
 
             return tilt(x1) - tilt(x0)
-        raise ValueError(f"attack {self.name} reads releases, others or target views, not {view.kind!r}")
+        raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
 
 
 def _tilt(basis: np.ndarray, x: np.ndarray) -> float:
@@ -107,7 +107,7 @@ class UnpublishedDirectionAttack(Attack, kind="unpublished_direction"):
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "others" or view.audited is not None:
-            raise ValueError(f"attack {self.name} reads the others view of one run per audited user")
+            raise ValueError(f"attack {self.kind} reads the others view of one run per audited user")
         x0, x1 = _directions(pair)
         scores = []
         for i, ((_, rows), releases) in enumerate(zip(view.others, view.releases)):

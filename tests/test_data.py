@@ -169,6 +169,15 @@ def movielens(tmp_path_factory):
 
 
 @pytest.mark.data
+def test_the_movielens_scenarios_validate(movielens, monkeypatch, capsys):
+    from tests.conftest import SCENARIOS
+
+    paths = sorted(p for p in SCENARIOS.glob("*.yaml") if "dataset: movielens-100k" in p.read_text())
+    assert len(paths) >= 3
+    assert main(["validate", *map(str, paths)]) == 0
+
+
+@pytest.mark.data
 def test_movielens_100k_is_fetched_verified_and_read(movielens):
     parsed = read_ratings(movielens)
     assert (parsed.table.nnz, parsed.table.shape) == (100_000, (943, 1_682))

@@ -88,7 +88,8 @@ def test_run_refuses_a_bad_scenario_before_any_work(tmp_path, capsys, quickstart
 def test_every_shipped_scenario_validates(capsys):
     from tests.conftest import SCENARIOS
 
-    paths = sorted(SCENARIOS.glob("*.yaml"))
+    # scenarios on a public data set validate once it is fetched: tests/test_data.py (-m data)
+    paths = sorted(p for p in SCENARIOS.glob("*.yaml") if "dataset:" not in p.read_text())
     assert paths
     assert main(["validate", *map(str, paths)]) == 0
 
