@@ -38,11 +38,13 @@ from typing import Any, Callable
 import numpy as np
 
 from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, output_table
+from attacks.sparse import SparseBoostedAttack
 from mechanisms import PrivacyClaim
 
 from .stats.rates import BoundResult, epsilon_lower_bound
 from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
 from .stats.bounds import heldout_epsilon_bound
+from .stats.thresholds import select_threshold
 from .stats.estimators import GaussianDP
 from .stats.pvalues import holm_adjust, p_value_from_bound
 
@@ -52,8 +54,9 @@ __all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "Neig
 
 METHODS = ("clopper-pearson", "gdp")
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
-#: ``identity`` (the scalar output) or a learned attack's name (attacks.learned.OUTPUT_ATTACKS).
-ATTACK_CHOICES = ("auto", "identity", *OUTPUT_ATTACKS)
+#: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
+LEARNED = {**OUTPUT_ATTACKS, SparseBoostedAttack.kind: SparseBoostedAttack}
+ATTACK_CHOICES = ("auto", "identity", *LEARNED)
 #: Share of the selection runs a learned attack is fitted on (the rest choose the threshold).
 FIT_FRACTION = 0.5
 
@@ -194,18 +197,32 @@ def _split_sizes(n: int, selection_fraction: float) -> int:
     return k
 
 
-def _auto_attack(table0, table1) -> OutputAttack:
-    """Histogram for small discrete outputs, else the gradient-boosted classifier."""
+def _auto_candidates(table0, table1) -> list[OutputAttack]:
+    """What ``auto`` chooses among: the histogram alone for small discrete outputs, else two classifiers.
+
+    The classifiers: ``logistic`` (exact for Gaussian shifts) and
+    ``sparse_boosted`` (gradient boosting on the output plus features of its
+    rare coordinates: non-linear, and it finds a rare answer among many ⊥).
+    """
     if table0.discrete.all():
         histogram = HistogramAttack()
         distinct = np.unique(np.vstack([table0.values, table1.values]), axis=0).shape[0]
         if distinct <= histogram.max_categories:
-            return histogram
-    return OUTPUT_ATTACKS["boosted"]()
+            return [histogram]
+    return [LEARNED["logistic"](), LEARNED["sparse_boosted"]()]
 
 
-def _learned_scores(attack, tables, selection_fraction: float, seed) -> tuple[list, list, str]:
-    """Fit on the first part of each world's selection runs; score the rest of them and the evaluation runs."""
+def _learned_scores(attack, tables, selection_fraction: float, seed, alpha: float,
+                    delta: float) -> tuple[list, list, str]:
+    """Fit on the first part of each world's selection runs; score the rest of them and the evaluation runs.
+
+    ``attack="auto"`` fits every candidate (:func:`_auto_candidates`) and keeps
+    the one whose best cut on the rest of the selection runs has the largest
+    simultaneous criterion (:func:`audits.stats.thresholds.select_threshold`,
+    corrected over the candidates too): a choice made on selection runs only,
+    so the evaluation runs stay fresh and the bound valid, and one that does
+    not hang on a single classifier's luck.
+    """
     select, fitted = [], []
     for table in tables:
         k = _split_sizes(len(table), selection_fraction)
@@ -215,13 +232,20 @@ def _learned_scores(attack, tables, selection_fraction: float, seed) -> tuple[li
         fitted.append(table.take(slice(0, f)))
         select.append((table.take(slice(f, k)), table.take(slice(k, None))))
     if attack == "auto":
-        attack = _auto_attack(*fitted)
-    elif isinstance(attack, str):
-        attack = OUTPUT_ATTACKS[attack]()
-    attack.fit_outputs(fitted[0], fitted[1], seed=seed)
-    sel = [attack.score_outputs(t_sel) for t_sel, _ in select]
-    evaluation = [attack.score_outputs(t_eval) for _, t_eval in select]
-    return sel, evaluation, attack.kind
+        candidates = _auto_candidates(*fitted)
+    else:
+        candidates = [LEARNED[attack]() if isinstance(attack, str) else attack]
+    best = None
+    for candidate in candidates:
+        candidate.fit_outputs(fitted[0], fitted[1], seed=seed)
+        sel = [candidate.score_outputs(t_sel) for t_sel, _ in select]
+        value = (select_threshold(sel[0], sel[1], delta, alpha=alpha / len(candidates), candidates="rare-event",
+                                  with_value=True)[2] if len(candidates) > 1 else 0.0)
+        if best is None or value > best[0]:
+            best = (value, candidate, sel)
+    _, chosen, sel = best
+    evaluation = [chosen.score_outputs(t_eval) for _, t_eval in select]
+    return sel, evaluation, chosen.kind
 
 
 def _check_attack(attack, score) -> None:
@@ -254,9 +278,11 @@ def run_audit(
     (DP-Sniper's rare-event cuts under the simultaneous criterion) and the
     rest are counted. The score: ``score=`` or the mechanism's ``.score``
     if given; else ``attack``: ``"auto"`` uses the output itself when it is
-    one number per run, the ``histogram`` attack for small discrete outputs
-    and the ``boosted`` classifier otherwise; a learned attack is fitted on
-    the first ``FIT_FRACTION`` of the selection runs only. ``seed``: anything
+    one number per run, the ``histogram`` attack for small discrete outputs,
+    and otherwise the better of ``logistic`` and ``sparse_boosted``
+    on the selection runs left after fitting (:func:`_learned_scores`); a
+    learned attack is fitted on the first ``FIT_FRACTION`` of the selection
+    runs only. ``seed``: anything
     ``np.random.SeedSequence`` accepts, or a SeedSequence (children: world
     0, world 1, the permutation, the attack's fit).
     """
@@ -295,7 +321,8 @@ def run_audit(
             evaluation = [t.values[k:, 0] for t in tables]
             name = "identity"
         else:
-            sel, evaluation, name = _learned_scores(attack, tables, selection_fraction, world_seeds[3])
+            sel, evaluation, name = _learned_scores(attack, tables, selection_fraction, world_seeds[3], alpha,
+                                                    claimed.delta)
     bound_of = heldout_gdp_bound if method == "gdp" else heldout_epsilon_bound
     bound = bound_of(sel[0], sel[1], evaluation[0], evaluation[1], alpha, claimed.delta, candidates="rare-event")
     return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name,
