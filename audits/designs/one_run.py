@@ -44,11 +44,12 @@ class OneRunCanaries(Design):
         if any(a.requires_fit for a in job.attacks):
             raise DesignError("design one_run cannot fit a learning attack yet (its canaries are all counted)")
         pair, worlds = self._canaries(job, policy, trials)
-        if job.view == "messages":
-            view: View = view_of(world, job.view, world.inserted, job.answers)
-        else:
-            view = canary_view(world, job.view, world.inserted)
-        run = {"scores": np.stack([a.scores(job.mechanism, pair, view) for a in job.attacks]), "worlds": worlds}
+        views: dict[str, View] = {}
+        for kind in dict.fromkeys(job.attack_views):
+            views[kind] = (view_of(world, kind, world.inserted, job.answers) if kind == "messages"
+                           else canary_view(world, kind, world.inserted))
+        run = {"scores": np.stack([a.scores(job.mechanism, pair, views[kind])
+                                   for a, kind in zip(job.attacks, job.attack_views)]), "worlds": worlds}
         if progress is not None:  # the run's score store (``recaudit report`` reads it back)
             progress.save_arrays(CANARIES, run)
         return DesignOutput([pair], [run])
