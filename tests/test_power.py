@@ -2,6 +2,7 @@
 
 Statistical assertions use fixed seeds and state their false-failure probability.
 """
+import json
 import math
 
 import numpy as np
@@ -132,3 +133,23 @@ def test_uninformative_cut_is_flagged():
     trivial = ESTIMATORS["explicit"](threshold_value=math.inf).estimate(rng.normal(size=(2, 100)), None, PURE, 0.05)
     assert trivial.epsilon_lb == 0.0 and trivial.uninformative
     assert gdp_mu(gdp_epsilon(0.7, 1e-5), 1e-5) == pytest.approx(0.7, rel=1e-9)
+
+
+def test_gauss_fit_test_in_a_report_validates_against_the_schema():
+    """A gauss-fit test as report.json writes it: its counts, μ figures, power and flag fit the published schema."""
+    import jsonschema
+
+    from audits.io.report import _test_dict, counts_text, finite, schema
+    from audits.runner import TestOutcome
+
+    mech = GaussianCount.from_epsilon(1.0)
+    s, b = ideal_canary_scores(mech, 2_000, np.random.default_rng(4))
+    outcome = TestOutcome(0, "identity", None, ESTIMATORS["gauss-fit"]().estimate(s, b, mech.claim, 0.05), s, b,
+                          adjusted_p_value=1.0, verdict="consistent")
+    outcome.pair = type("Pair", (), {"differing_bits": None})()
+    d = _test_dict(outcome, mech.claim)
+    root = schema()
+    jsonschema.Draft202012Validator({**root["$defs"]["test"], "$defs": root["$defs"]}).validate(
+        json.loads(json.dumps(finite(d), allow_nan=False)))
+    assert d["counts"]["m"] == 2_000 and not d["uninformative"] and d["optimal_epsilon_lb"] > 0
+    assert counts_text(d["counts"]).startswith("2000 canary scores fitted")
