@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -28,10 +29,19 @@ class Attack(ABC):
     kind: ClassVar[str] = ""
     views: tuple[ViewKind, ...] = ("messages",)
     requires_fit: bool = False
+    #: the conformance suite (``attacks.checks``, ``audits.checks``): the parameters it builds the attack with,
+    #: and the registered mechanism whose test scenario it attacks (None: no registered mechanism fits it)
+    test_params: ClassVar[dict] = {}
+    test_mechanism: ClassVar[str | dict | None] = "maxsense"  # a kind, or a mechanism block (kind and parameters)
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         ATTACKS.add(cls, kind)
+
+    def check_view(self, view: View) -> None:
+        """Raise ``ValueError`` when ``view`` is not one this attack reads."""
+        if view.kind not in self.views:
+            raise ValueError(f"attack {self.kind} reads the {' or '.join(self.views)} view, not {view.kind!r}")
 
     def fit(self, mechanism: Mechanism, pair: TargetPair, view: View, worlds: np.ndarray) -> None:
         """Learn from training runs ``view`` whose worlds are ``worlds`` (no-op unless ``requires_fit``)."""
@@ -43,3 +53,28 @@ class Attack(ABC):
         Run ``r`` belongs to audited user ``r`` of ``pair`` when the pair holds
         one user per run (canaries), else to its single user.
         """
+
+
+@dataclass(frozen=True)
+class PublicKnowledge:
+    """What a reconstruction may use besides the messages: public facts of the mechanism and its world.
+
+    ``item_means`` (items,), ``covariance`` (items x items, a public model's Σ), ``prior`` (items x levels, the
+    public distribution of each item's rating), ``levels`` (the rating scale), ``scale`` (a published noise scale).
+    """
+
+    item_means: np.ndarray | None = None
+    covariance: np.ndarray | None = None
+    prior: np.ndarray | None = None
+    levels: np.ndarray | None = None
+    scale: float | None = None
+
+
+class Reconstruction(Protocol):
+    """The reconstruction contract (``audits.reconstruction`` scores it against the public prior's guess).
+
+    ``reconstruct(messages, public)`` turns the released messages of a batch of users (users on axis 0) and
+    the public knowledge into a guess of each user's private values, one row per user.
+    """
+
+    def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray: ...

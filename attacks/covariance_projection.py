@@ -69,10 +69,12 @@ class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
     """Inverse-variance projection of McSherry–Mironov's measurements on the target's contribution."""
 
     views = ("releases", "others", "target")
+    test_mechanism = "mcsherry_mironov"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
+        self.check_view(view)
         if not hasattr(mechanism, "noise_scales") or not hasattr(mechanism, "centred"):
-            raise ValueError(f"attack {self.kind} reads McSherry–Mironov releases, not {mechanism.name}'s")
+            raise ValueError(f"attack {self.kind} reads McSherry–Mironov releases, not {mechanism.kind}'s")
         rows0, rows1 = pair.rows0.ratings, pair.rows1.ratings
         if view.kind == "target":
             return self._target_scores(mechanism, pair, view)

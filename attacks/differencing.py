@@ -57,6 +57,7 @@ class DifferencingAttack(Attack, kind="differencing"):
     """Releases after the target's arrival minus releases before it, projected on the pair's difference."""
 
     views = ("releases",)
+    test_mechanism = "continual_covariance_tree"
     #: releases used on each side of the arrival (None: all of them)
     window: Annotated[int, Ge(1)] | None = None
     #: weigh releases by the mechanism's public noise covariance (GLS) instead of averaging each side

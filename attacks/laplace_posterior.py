@@ -9,7 +9,7 @@ from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, PublicKnowledge
 from .pmc_sign import message_rows
 
 
@@ -37,6 +37,7 @@ class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
     """
 
     views = ("messages",)
+    test_mechanism = "xin_jaakkola_laplace"
 
     @staticmethod
     def posterior(messages: np.ndarray, prior: np.ndarray, levels: np.ndarray, scale: float) -> np.ndarray:
@@ -46,9 +47,10 @@ class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
         post = np.exp(log)
         return post / post.sum(axis=2, keepdims=True)
 
-    def reconstruct(self, messages, prior, levels, scale) -> np.ndarray:
-        levels = np.asarray(levels, float)
-        return levels[np.argmax(self.posterior(messages, prior, levels, scale), axis=2)]
+    def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
+        """Each coordinate's posterior mode under the public ``prior``, ``levels`` and noise ``scale``."""
+        levels = np.asarray(public.levels, float)
+        return levels[np.argmax(self.posterior(messages, public.prior, levels, public.scale), axis=2)]
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":

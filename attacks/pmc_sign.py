@@ -9,7 +9,7 @@ from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, PublicKnowledge
 
 
 def message_rows(pair: TargetPair, view: View) -> np.ndarray:
@@ -36,15 +36,16 @@ class PmcSignAttack(Attack, kind="pmc_sign"):
     """
 
     views = ("messages",)
+    test_mechanism = {"kind": "xin_jaakkola", "response": "pmc", "public_users": 20}
 
-    @staticmethod
-    def reconstruct(messages: np.ndarray) -> np.ndarray:
+    def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
         return np.sign(messages)
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
-        guess, mu, runs = self.reconstruct(view.messages), item_means_of(view), message_rows(pair, view)
+        guess = self.reconstruct(view.messages, PublicKnowledge())
+        mu, runs = item_means_of(view), message_rows(pair, view)
         out = []
         for rows in (pair.rows0, pair.rows1):
             ratings = rows.ratings[runs]

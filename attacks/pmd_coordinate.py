@@ -9,7 +9,7 @@ from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, PublicKnowledge
 from .pmc_sign import message_rows
 
 
@@ -24,9 +24,9 @@ class PmdCoordinateAttack(Attack, kind="pmd_coordinate"):
     """
 
     views = ("messages",)
+    test_mechanism = "xin_jaakkola"
 
-    @staticmethod
-    def reconstruct(messages: np.ndarray) -> np.ndarray:
+    def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
         return messages
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:

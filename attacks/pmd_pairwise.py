@@ -9,7 +9,7 @@ from mechanisms import Mechanism
 from simulator.neighbours import TargetPair
 from simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, PublicKnowledge
 from .pmc_sign import item_means_of, message_rows
 
 
@@ -24,17 +24,18 @@ class PmdPairwiseAttack(Attack, kind="pmd_pairwise"):
     """
 
     views = ("messages",)
+    test_mechanism = "xin_jaakkola"
 
-    @staticmethod
-    def reconstruct(messages: np.ndarray, mu: np.ndarray, sigma: np.ndarray | None = None) -> np.ndarray:
-        a = messages - mu
-        return a if sigma is None else a @ sigma
+    def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
+        """The centred candidate ``x − μ``, smoothed by the public ``Σ`` when given."""
+        a = messages - public.item_means
+        return a if public.covariance is None else a @ public.covariance
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "messages":
             raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
         mu, runs = item_means_of(view), message_rows(pair, view)
-        a = self.reconstruct(view.messages, mu)
+        a = self.reconstruct(view.messages, PublicKnowledge(item_means=mu))
         out = []
         for rows in (pair.rows0, pair.rows1):
             dense = rows.ratings[runs].toarray()

@@ -30,6 +30,7 @@ class SigmaTiltAttack(Attack, kind="sigma_tilt"):
     """``x₁ᵀΣ²x₁ − x₀ᵀΣ²x₀`` on the last published ``(μ, Σ)`` (one run per audited user, or many canaries)."""
 
     views = ("releases",)
+    test_mechanism = "xin_jaakkola"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "releases":

@@ -19,8 +19,10 @@ class SP2ServerViewAttack(Attack, kind="sp2_server_view"):
     """
 
     views = ("messages",)
+    test_mechanism = "sp2"
 
     def scores(self, mechanism, pair, view) -> np.ndarray:
+        self.check_view(view)
         n_items = pair.rows0.n_items
         fetched = np.asarray(view.messages, float)[:, n_items:2 * n_items]
         private0, private1 = (pair.rows0.private_mask.toarray().astype(float),

@@ -45,8 +45,10 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
     """Tilt of the adversary's item vectors toward the world-1 target's items, minus toward world 0's."""
 
     views = ("releases", "others", "target")
+    test_mechanism = "private_frank_wolfe"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
+        self.check_view(view)
         x0, x1 = _directions(pair)
         if view.audited is not None:
             return self._canary_scores(view, x0, x1)
@@ -104,6 +106,7 @@ class UnpublishedDirectionAttack(Attack, kind="unpublished_direction"):
     """
 
     views = ("others",)
+    test_mechanism = "private_frank_wolfe"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         if view.kind != "others" or view.audited is not None:

@@ -20,7 +20,10 @@ import yaml
 from annotated_types import Ge, Gt, Le, Lt
 from scipy import sparse
 
-from mechanisms import MECHANISMS, Mechanism
+from attacks import checks as attacks_suite
+from attacks.checks import yield_checks as attack_checks_without_run
+from mechanisms import MECHANISMS, Mechanism, PrivacyClaim
+from mechanisms.accounting import GaussianRelease, account
 from mechanisms.checks import yield_checks as mechanism_checks_without_world
 from simulator.churn import Churn
 from simulator.engine import run_protocol
@@ -28,9 +31,11 @@ from simulator.population import POPULATIONS
 from simulator.seeds import stream
 from simulator.transcript import Recorder, Transcript
 
-from .io.scenario import Scenario, build, build_schedule, load_scenario
+from .designs import DESIGNS, Design, DesignError
+from .io.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, load_scenario
 from .io.yamlio import ScenarioError
 from .runner import run_scenario
+from .stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_for
 
 Check = Callable[[type], None]
 
@@ -194,3 +199,142 @@ def mechanism_checks(cls: type[Mechanism], slow: bool = False) -> Iterator[Check
         return
     yield from mechanism_checks_without_world(cls)
     yield from MECHANISM_CHECKS
+
+
+# ---------------------------------------------------------------- attacks on a real run
+
+
+def check_attack_scores_a_real_run(cls: type) -> None:
+    """On a small audit of its test mechanism, the attack gives one finite score per run (or canary)."""
+    block = attacks_suite.mechanism_block(cls)
+    if block is None:
+        return
+    mechanism = MECHANISMS[block["kind"]]
+    data = scenario_data(mechanism)
+    data["mechanism"] = block
+    data["attack"] = [{"kind": cls.kind} | cls.test_params]
+    one_run = estimator_for(data["audit"].get("method", "clopper-pearson"), "split").input == "canaries"
+    data["audit"] |= {"trials": 200 if one_run else 100, "block_size": 100}
+    view = mechanism(**{k: v for k, v in block.items() if k != "kind"}).claim.view
+    if data["audit"].get("view", view) not in cls.views:
+        data["audit"]["view"] = cls.views[0]
+    result = run_scenario(load(data))
+    scores = result.tests[0].scores
+    assert scores.shape == ((200,) if one_run else (2, 100)), scores.shape
+    assert np.all(np.isfinite(scores)), f"{cls.kind} gave non-finite scores"
+
+
+def attack_checks(cls: type, slow: bool = False) -> Iterator[Check]:
+    """Every check of an attack class: ``attacks.checks``' then a scored run of its test mechanism."""
+    if slow:
+        return
+    yield from attack_checks_without_run(cls)
+    yield check_attack_scores_a_real_run
+
+
+# ---------------------------------------------------------------- estimators
+
+#: claims the estimators meet: pure ε-LDP (randomized response), μ-GDP (a Gaussian release), none
+CLAIMS = {
+    "pure": PrivacyClaim(1.0, 0.0),
+    "gaussian": account(GaussianRelease(1.0), 1e-5, model="central"),
+}
+
+
+def estimator_instance(cls: type[Estimator]) -> Estimator:
+    return cls(**cls.test_params)
+
+
+def null_scores(cls: type[Estimator], rng: np.random.Generator | None, n: int = 2_000):
+    """Scores that carry nothing: constant (``rng`` None) or i.i.d. in both worlds, as the estimator's input."""
+    draw = (lambda size: np.zeros(size)) if rng is None else (lambda size: rng.normal(size=size))
+    if cls.input == "canaries":
+        worlds = np.arange(n) % 2 if rng is None else rng.integers(0, 2, n)
+        return draw(n), worlds
+    return draw((2, n)), None
+
+
+def check_estimator_registered(cls: type[Estimator]) -> None:
+    """Registered once; a scenario's ``audit.method`` / ``audit.threshold`` name it; its settings load."""
+    assert ESTIMATORS[cls.kind] is cls
+    assert estimator_for(cls.method, cls.threshold or "split") is cls
+    audit = AuditConfig(method=cls.method, threshold=cls.threshold or "split", **cls.test_params,
+                        trials=2_000, design=None)
+    assert isinstance(build_estimator(audit), cls)
+
+
+def check_refuses_through_supports(cls: type[Estimator]) -> None:
+    """``supports(claim)`` decides: refused claims raise ``EstimatorError``, supported ones give a bound."""
+    estimator = estimator_instance(cls)
+    scores, worlds = null_scores(cls, np.random.default_rng(0))
+    for name, claim in CLAIMS.items():
+        if not estimator.supports(claim):
+            for call in (lambda: estimator.require(claim), lambda: estimator.estimate(scores, worlds, claim, 0.05)):
+                try:
+                    call()
+                except EstimatorError as exc:
+                    assert exc.field == "method" and str(exc) == estimator.refusal(claim)
+                else:
+                    raise AssertionError(f"{cls.kind} refuses the {name} claim but judged it")
+            continue
+        estimate = estimator.estimate(scores, worlds, claim, 0.05)
+        assert 0.0 <= estimate.epsilon_lb <= estimate.ceiling and 0.0 <= estimate.p_value <= 1.0
+    assert any(estimator.supports(claim) for claim in CLAIMS.values())
+
+
+def check_zero_on_null_scores(cls: type[Estimator]) -> None:
+    """Scores that carry nothing give ε_LB = 0: constant ones always; i.i.d. ones (seeded) at α = 1e-6.
+
+    The i.i.d. case fails falsely with probability ≤ 1e-6 per claim (the bound's validity at true ε = 0).
+    """
+    estimator = estimator_instance(cls)
+    for rng in (None, np.random.default_rng(1)):
+        scores, worlds = null_scores(cls, rng)
+        for claim in CLAIMS.values():
+            if estimator.supports(claim):
+                estimate = estimator.estimate(scores, worlds, claim, 1e-6)
+                assert estimate.epsilon_lb == 0.0, f"{cls.kind}: ε_LB {estimate.epsilon_lb} on null scores"
+
+
+def estimator_checks(cls: type[Estimator], slow: bool = False) -> Iterator[Check]:
+    if slow:
+        return
+    yield from (check_estimator_registered, check_refuses_through_supports, check_zero_on_null_scores)
+
+
+# ---------------------------------------------------------------- designs
+
+
+def check_design_registered(cls: type[Design]) -> None:
+    """Registered once; produces pairs or canaries; an estimator takes its scores."""
+    assert DESIGNS[cls.kind] is cls and cls.produces in ("pairs", "canaries")
+    assert any(e.input == cls.produces for e in ESTIMATORS.values())
+
+
+def check_design_refuses_other_models(cls: type[Design]) -> None:
+    """A claim outside ``valid_models`` raises ``DesignError`` from ``check`` (before any work)."""
+    mechanism = MECHANISMS["maxsense"](epsilon=1.0)
+    for model in ("local", "central", "joint", "none"):
+        if cls.valid_models is None or model in cls.valid_models:
+            continue
+        claim = PrivacyClaim(1.0, model=model) if model != "none" else PrivacyClaim.none()
+        try:
+            cls().check(mechanism, claim, None, 1_000)
+        except DesignError:
+            continue
+        raise AssertionError(f"design {cls.kind} accepted a {model} claim")
+
+
+def check_design_scores_a_real_run(cls: type[Design]) -> None:
+    """On the maxsense test world the design gives one score per trial of each world (or per canary)."""
+    data = scenario_data(MECHANISMS["maxsense"], design=cls.kind, trials=200, block_size=100,
+                         method="one-run" if cls.produces == "canaries" else "clopper-pearson")
+    result = run_scenario(load(data))
+    assert result.design == cls.kind
+    assert result.tests[0].scores.shape == ((200,) if cls.produces == "canaries" else (2, 200))
+
+
+def design_checks(cls: type[Design], slow: bool = False) -> Iterator[Check]:
+    if slow:
+        return
+    yield from (check_design_registered, check_design_refuses_other_models, check_design_scores_a_real_run)

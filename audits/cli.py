@@ -217,6 +217,8 @@ def _cmd_list() -> int:
     for title, registry in registries:
         print(f"{title}:")
         for kind, cls in sorted(registry.items()):
+            if registry is ESTIMATORS:  # a scenario names an estimator by its method and threshold
+                kind = cls.method if cls.threshold is None else f"{cls.method} / {cls.threshold}"
             print(f"  {kind:<{width}}{summary(cls)}")
     return EXIT_OK
 
@@ -342,7 +344,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .io.report import write_sweep_reports
+    from .io.sweep_report import write_sweep_reports
     from .sweep import run_sweep
 
     scenario = _load(args)
@@ -388,7 +390,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from .io.report import write_reports, write_sweep_files
+    from .io.report import write_reports
+    from .io.sweep_report import write_sweep_files
     from .runner import RunFolderError, result_from_run_dir
 
     failed = False

@@ -45,14 +45,15 @@ from .stats.rates import BoundResult, epsilon_lower_bound
 from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
 from .stats.bounds import heldout_epsilon_bound
 from .stats.thresholds import select_threshold
-from .stats.estimators import GaussianDP
+from .stats.estimators import ESTIMATORS, GaussianDP
 from .stats.pvalues import holm_adjust, p_value_from_bound
 
 __all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
            "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
            "assert_not_dp", "format_bound"]
 
-METHODS = ("clopper-pearson", "gdp")
+#: ``method=``: the registered estimators that bound a split of paired runs
+METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs" and cls.threshold == "split")
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
 #: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
 LEARNED = {**OUTPUT_ATTACKS, SparseBoostedAttack.kind: SparseBoostedAttack}
@@ -291,7 +292,7 @@ def run_audit(
     _check_attack(attack, score)
     claimed = _resolve_claim(mechanism, claim)
     if method == "gdp":
-        GaussianDP().check_claim(claimed)
+        GaussianDP().require(claimed)
     pair = _resolve_neighbours(mechanism, neighbours)
     if isinstance(pair, NeighbourCandidates):
         raise ValueError("run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import sparse, stats
 
+from attacks.base import PublicKnowledge
 from attacks.dinur_nissim import lp_reconstruct
 from attacks.laplace_posterior import LaplacePosteriorAttack
 from attacks.pmc_sign import PmcSignAttack
@@ -115,7 +116,7 @@ def pmc_sign(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array, pr
         agree = np.sum(((guess == truth) + 0.5 * (guess == 0)) * scored, axis=1) / np.maximum(count, 1)
         return np.maximum(agree, 1 - agree)
 
-    guess = PmcSignAttack.reconstruct(messages[keep])
+    guess = PmcSignAttack().reconstruct(messages[keep], PublicKnowledge())
     return versus_prior("pmc_sign", f"sign(r - mu), up to global sign, users with >= {min_rated} rated",
                         accuracy(guess), accuracy(np.broadcast_to(prior_sign, truth.shape)), count)
 
@@ -125,7 +126,7 @@ def pmd_pairwise(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array
     """``sign((r_i − μ_i)(r_j − μ_j))`` over pairs of rated items; prior: ``sign(Σ_ij)`` of the public model.
 
     ``smooth``: the attack guesses from the candidate smoothed by the public ``Σ``
-    (``PmdPairwiseAttack.reconstruct(..., sigma)``), else from the raw candidate.
+    (``PmdPairwiseAttack().reconstruct`` with the public ``covariance``), else from the raw candidate.
 
     Agreeing pairs are counted in closed form: with ``z_i = t_i g_i`` (truth
     and guess signs), pairs agree when ``z_i z_j = 1``: ``C(p, 2) + C(q, 2)``
@@ -137,7 +138,8 @@ def pmd_pairwise(messages: np.ndarray, mu: np.ndarray, ratings: sparse.csr_array
     pairs = n_valid * (n_valid - 1) / 2
     keep = pairs > 0
     truth, n_valid, pairs = truth[keep], n_valid[keep], pairs[keep]
-    z = truth * np.sign(PmdPairwiseAttack.reconstruct(messages[keep], mu, public_sigma if smooth else None))
+    public = PublicKnowledge(item_means=mu, covariance=public_sigma if smooth else None)
+    z = truth * np.sign(PmdPairwiseAttack().reconstruct(messages[keep], public))
     plus, minus = np.sum(z > 0, axis=1), np.sum(z < 0, axis=1)
     attack = (plus * (plus - 1) / 2 + minus * (minus - 1) / 2) / pairs
     s = np.sign(public_sigma)
@@ -153,7 +155,7 @@ def pmd_coordinate(messages: np.ndarray, ratings: sparse.csr_array, prior_mode: 
     dense, rated = _rated_dense(ratings)
     count = rated.sum(axis=1)
     keep = count > 0
-    guess = PmdCoordinateAttack.reconstruct(messages)
+    guess = PmdCoordinateAttack().reconstruct(messages, PublicKnowledge())
     attack = np.sum((guess == dense) & rated, axis=1)[keep] / count[keep]
     prior = np.sum((prior_mode[None] == dense) & rated, axis=1)[keep] / count[keep]
     return versus_prior("pmd_coordinate", "each rated level from its own coordinate", attack, prior, count[keep])
@@ -166,7 +168,7 @@ def laplace_posterior(messages: np.ndarray, ratings: sparse.csr_array, prior: np
     dense, rated = _rated_dense(ratings)
     count = rated.sum(axis=1)
     keep = count > 0
-    guess = LaplacePosteriorAttack().reconstruct(messages, prior, levels, scale)
+    guess = LaplacePosteriorAttack().reconstruct(messages, PublicKnowledge(prior=prior, levels=levels, scale=scale))
     prior_mode = levels[np.argmax(prior, axis=1)]
     attack = np.sum((guess == dense) & rated, axis=1)[keep] / count[keep]
     base = np.sum((prior_mode[None] == dense) & rated, axis=1)[keep] / count[keep]

@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,15 @@ from .stats.pvalues import holm_adjust
 from .stats.reach import pair_reach
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
+
+
+class ScoredTest(NamedTuple):
+    """One test before it is judged: the target's pair, one attack's scores (and canaries' worlds)."""
+
+    pair: TargetPair
+    scores: np.ndarray
+    worlds: np.ndarray | None
+    attack: str
 
 
 @dataclass
@@ -155,17 +164,17 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
                         warn=report)
     if out_dir and not resume:  # the folder's old report no longer matches its score store
         (out_dir / "report.json").unlink(missing_ok=True)
-    report(f"design {design.name}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
+    report(f"design {design.kind}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
            f" ({executor_kind})")
     output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,
                            progress, report)
     audit_seconds = time.time() - begun - world_seconds
 
     labels = [attack_label(c) for c in attack_configs]
-    tests = judge([(pair, run["scores"][a], run.get("worlds"), labels[a])
+    tests = judge([ScoredTest(pair, run.scores[a], run.worlds, labels[a])
                    for pair, run in zip(output.pairs, output.runs) for a in range(len(attack_configs))],
                   estimator, claim, cfg.alpha)
-    reach = [run["reach"][a] if "reach" in run else None for run in output.runs for a in range(len(attack_configs))]
+    reach = [None if run.reach is None else run.reach[a] for run in output.runs for a in range(len(attack_configs))]
     laws = {law for law, _ in getattr(mechanism, "statistic_noise", dict)().values()}
     for test, measured in zip(tests, reach):
         if measured is not None and len(laws) == 1:
@@ -183,7 +192,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
-    return AuditResult(scenario, claim, design.name, tests, verdict, utility, world, timing, started=started)
+    return AuditResult(scenario, claim, design.kind, tests, verdict, utility, world, timing, started=started)
 
 
 def attack_label(config) -> str:
@@ -192,8 +201,8 @@ def attack_label(config) -> str:
     return config.kind if view is None else f"{config.kind} ({view})"
 
 
-def judge(runs: list[tuple], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:
-    """Bound every ``(pair, scores, worlds, attack)`` test at alpha / tests and give Holm-corrected verdicts.
+def judge(runs: list[ScoredTest], estimator, claim: PrivacyClaim, alpha: float) -> list[TestOutcome]:
+    """Bound every test at alpha / tests and give Holm-corrected verdicts.
 
     Targets are numbered by the order their pairs first appear. A claim that
     promises nothing (``PrivacyClaim.none()``) gets the verdict ``no_claim``:
@@ -280,7 +289,7 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
                          audit.trials, audit.block_size)
     if saved is not None:
         per_target = len(old["tests"]) // len(saved)
-        scores = [(run["scores"][i % per_target], run.get("worlds")) for run in saved for i in range(per_target)]
+        scores = [(run.scores[i % per_target], run.worlds) for run in saved for i in range(per_target)]
     elif (run_dir / "trials.csv").exists():
         scores = _scores_from_csv(run_dir, old["tests"], audit.trials, canaries)
     else:
@@ -290,8 +299,8 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
         raise RunFolderError(f"{run_dir}: the saved scores hold {len(scores)} tests, report.json "
                              f"{len(old['tests'])}")
     pairs: dict = {}
-    runs = [(pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches"))), s, worlds,
-             t["attack"]) for t, (s, worlds) in zip(old["tests"], scores)]
+    runs = [ScoredTest(pairs.setdefault(t["target"], _RecordedPair(t["target"], t.get("target_sketches"))), s,
+                       worlds, t["attack"]) for t, (s, worlds) in zip(old["tests"], scores)]
     tests = judge(runs, estimator, claim, audit.alpha)
     verdict = overall_verdict(tests, claim)
     timing = dict(old.get("timing", {}))

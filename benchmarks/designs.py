@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
                               inserted=inserted)
     output = design.scores(job, UserReplace(), 1, args.canaries, args.canaries, transcript, None, None,
                            lambda _: None)
-    estimate = OneRun().estimate(output.runs[0]["scores"][0], output.runs[0]["worlds"], mechanism.claim, 0.05)
+    estimate = OneRun().estimate(output.runs[0].scores[0], output.runs[0].worlds, mechanism.claim, 0.05)
     one_run = time.perf_counter() - start
 
     pair = UserReplace().rows_for_runs(population, catalogue, 1, np.random.default_rng(3))

@@ -44,6 +44,40 @@ class Inserted:
         return len(self.rows)
 
 
+@dataclass
+class ActiveUsers:
+    """The users still able to answer, one row each, in lockstep: ids, departure, answers given, whether an
+    audit inserted them, their private rows and the state they carry across rounds (None: the mechanism keeps none).
+    """
+
+    ids: np.ndarray
+    departure: np.ndarray
+    answered: np.ndarray
+    inserted: np.ndarray
+    rows: UserBatch
+    carried: np.ndarray | None
+
+    @classmethod
+    def arriving(cls, ids: np.ndarray, departure: np.ndarray, rows: UserBatch, inserted: bool,
+                 carried: np.ndarray | None) -> "ActiveUsers":
+        """New users who have not answered yet."""
+        return cls(ids, departure, np.zeros(ids.size, np.int64), np.full(ids.size, inserted), rows, carried)
+
+    def __len__(self) -> int:
+        return self.ids.size
+
+    def take(self, index: np.ndarray | slice) -> "ActiveUsers":
+        return ActiveUsers(self.ids[index], self.departure[index], self.answered[index], self.inserted[index],
+                           self.rows.take(index), None if self.carried is None else self.carried[index])
+
+    def concat(self, other: "ActiveUsers") -> "ActiveUsers":
+        carried = None if self.carried is None else np.concatenate([self.carried, other.carried])
+        return ActiveUsers(np.concatenate([self.ids, other.ids]), np.concatenate([self.departure, other.departure]),
+                           np.concatenate([self.answered, other.answered]),
+                           np.concatenate([self.inserted, other.inserted]), UserBatch.concat([self.rows, other.rows]),
+                           carried)
+
+
 class ProtocolRun:
     """One run of a protocol over a world. Only the users still able to answer keep their rows in memory."""
 
@@ -70,13 +104,8 @@ class ProtocolRun:
         self.inserted_ids: list[np.ndarray] = []
         self.n_users = 0
         self.users_seen = 0
-        n = catalogue.n_items
-        self.active_id = np.zeros(0, dtype=np.int64)
-        self.active_departure = np.zeros(0)
-        self.active_answered = np.zeros(0, dtype=np.int64)
-        self.active_inserted = np.zeros(0, dtype=bool)
-        self.active_rows = UserBatch.empty(n)
-        self.active_carried = mechanism.init_carried(0)
+        self.active = ActiveUsers.arriving(np.zeros(0, np.int64), np.zeros(0), UserBatch.empty(catalogue.n_items),
+                                           False, mechanism.init_carried(0))
         #: whether users compute personal outputs when done (the base class's computes nothing)
         self._outputs = type(mechanism).personal_output is not Mechanism.personal_output
 
@@ -96,60 +125,44 @@ class ProtocolRun:
         self.n_users += times.size
         stays = departure > now
         k = int(stays.sum())
-        self.active_id = np.concatenate([self.active_id, ids[stays]])
-        self.active_departure = np.concatenate([self.active_departure, departure[stays]])
-        self.active_answered = np.concatenate([self.active_answered, np.zeros(k, np.int64)])
-        self.active_inserted = np.concatenate([self.active_inserted, np.full(k, inserted)])
-        self.active_rows = UserBatch.concat([self.active_rows, rows if k == times.size else rows.take(stays)])
-        carried = self.mechanism.init_carried(k)
-        if carried is not None:
-            self.active_carried = np.concatenate([self.active_carried, carried])
+        self.active = self.active.concat(ActiveUsers.arriving(
+            ids[stays], departure[stays], rows if k == times.size else rows.take(stays), inserted,
+            self.mechanism.init_carried(k)))
 
     def _keep_active(self, keep: np.ndarray) -> None:
         """Drop users who left or are done; each computes its personal output as it goes."""
         if keep.all():
             return
-        gone = ~keep
-        if gone.any() and self._outputs:
-            rows = self.active_rows.take(gone)
-            carried = None if self.active_carried is None else self.active_carried[gone]
-            outputs = self.mechanism.personal_output(rows, carried, self.state)
-            ids = self.active_id[gone]
-            self.recorder.outputs(ids, outputs, self.recorder.is_watched(ids, self.active_inserted[gone]))
-        self.active_id, self.active_departure = self.active_id[keep], self.active_departure[keep]
-        self.active_answered, self.active_inserted = self.active_answered[keep], self.active_inserted[keep]
-        self.active_rows = self.active_rows.take(keep)
-        if self.active_carried is not None:
-            self.active_carried = self.active_carried[keep]
+        if self._outputs:
+            gone = self.active.take(~keep)
+            outputs = self.mechanism.personal_output(gone.rows, gone.carried, self.state)
+            self.recorder.outputs(gone.ids, outputs, self.recorder.is_watched(gone.ids, gone.inserted))
+        self.active = self.active.take(keep)
 
     # ---------------------------------------------------------------- the round loop
 
     def query_round(self, now: float) -> None:
         """One round: broadcast, then every present user with queries left answers, batch by batch."""
-        self._keep_active(self.active_departure > now)
+        self._keep_active(self.active.departure > now)
         published = self.mechanism.broadcast(self.state)
         self.recorder.rounds.append(Round(now, published))
         batch_size = self.schedule.batch_size
-        for start in range(0, self.active_id.size, batch_size):
+        for start in range(0, len(self.active), batch_size):
             self._answer(slice(start, start + batch_size), published, now)
         self.state = self.mechanism.end_round(self.state, self.rng_noise)
-        self._keep_active(self.active_answered < self.schedule.queries_per_user)
+        self._keep_active(self.active.answered < self.schedule.queries_per_user)
 
     def _answer(self, batch: slice, published, now: float) -> None:
-        mechanism = self.mechanism
-        rows = self.active_rows.take(batch)
-        queries = mechanism.make_queries(len(rows), self.rng_queries, self.state, rows.rated)
-        carried = None if self.active_carried is None else self.active_carried[batch]
-        messages, carried = mechanism.respond(rows, queries, published, carried, self.rng_randomizer)
+        mechanism, users = self.mechanism, self.active.take(batch)
+        queries = mechanism.make_queries(len(users), self.rng_queries, self.state, users.rows.rated)
+        messages, carried = mechanism.respond(users.rows, queries, published, users.carried, self.rng_randomizer)
         if carried is not None:
-            self.active_carried[batch] = carried
+            self.active.carried[batch] = carried
         self.state = mechanism.aggregate(self.state, queries, messages)
-        answered = self.active_answered[batch]
-        self.users_seen += int(np.count_nonzero(answered == 0))
-        ids = self.active_id[batch]
-        watched = self.recorder.is_watched(ids, self.active_inserted[batch])
-        self.recorder.answers(now, ids, answered, watched, queries, messages, mechanism.take_queries)
-        self.active_answered[batch] += 1
+        self.users_seen += int(np.count_nonzero(users.answered == 0))
+        watched = self.recorder.is_watched(users.ids, users.inserted)
+        self.recorder.answers(now, users.ids, users.answered, watched, queries, messages, mechanism.take_queries)
+        self.active.answered[batch] += 1
 
     def release(self, now: float) -> None:
         self.recorder.releases.append(Release(now, self.users_seen, self.mechanism.publish(self.state)))
@@ -158,7 +171,7 @@ class ProtocolRun:
 
     def finish(self) -> Transcript:
         """Every user still present is done: personal outputs, then the transcript."""
-        self._keep_active(np.zeros(self.active_id.size, dtype=bool))
+        self._keep_active(np.zeros(len(self.active), dtype=bool))
 
         def cat(parts, dtype):
             return np.concatenate(parts) if parts else np.zeros(0, dtype)

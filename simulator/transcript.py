@@ -37,6 +37,20 @@ class WatchedAnswers:
     queries: Any  # the mechanism's query rows, users on axis 0
     messages: np.ndarray
 
+    @classmethod
+    def concat(cls, parts: "list[WatchedAnswers]") -> "WatchedAnswers":
+        return cls(np.concatenate([p.user for p in parts]), np.concatenate([p.answer for p in parts]),
+                   np.concatenate([p.time for p in parts]), np.concatenate([p.queries for p in parts]),
+                   stack_rows([p.messages for p in parts]))
+
+
+@dataclass
+class OutputPart:
+    """Personal outputs of some users (rows follow ``users``), as the recorder collects them."""
+
+    users: np.ndarray
+    outputs: Any
+
 
 @dataclass
 class Transcript:
@@ -100,8 +114,8 @@ class Recorder:
         self.answer_time: list[np.ndarray] = []
         self.answer_user: list[np.ndarray] = []
         self.messages: list[np.ndarray] = []
-        self.watched: list[tuple] = []
-        self.output_parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.watched: list[WatchedAnswers] = []
+        self.output_parts: list[OutputPart] = []
         self.held_out_parts: list[tuple[np.ndarray, sparse.csr_array]] = []
         self.rounds: list[Round] = []
         self.releases: list[Release] = []
@@ -122,15 +136,15 @@ class Recorder:
             self.messages.append(messages)
         if watched.any():
             rows = np.flatnonzero(watched)
-            self.watched.append((ids[rows], answer[rows], np.full(rows.size, now), take(queries, rows),
-                                 messages[rows]))
+            self.watched.append(WatchedAnswers(ids[rows], answer[rows], np.full(rows.size, now), take(queries, rows),
+                                               messages[rows]))
 
     def outputs(self, ids: np.ndarray, outputs: np.ndarray | None, watched: np.ndarray) -> None:
         if outputs is None:
             return
         keep = np.ones(ids.size, bool) if self.keep_all_outputs else watched
         if keep.any():
-            self.output_parts.append((ids[keep], outputs[keep]))
+            self.output_parts.append(OutputPart(ids[keep], outputs[keep]))
 
     def held_out(self, ids: np.ndarray, ratings: sparse.csr_array) -> None:
         """Users' held-out ratings (rows follow ``ids``), kept for scoring."""
@@ -148,16 +162,12 @@ class Recorder:
         def cat(parts, dtype):
             return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
-        watched = None
-        if self.watched:
-            users, answer, time, queries, messages = zip(*self.watched)
-            watched = WatchedAnswers(cat(users, np.int64), cat(answer, np.int64), cat(time, float),
-                                     np.concatenate(queries), stack_rows(messages))
+        watched = WatchedAnswers.concat(self.watched) if self.watched else None
         outputs = None
         output_user = np.zeros(0, np.int64)
         if self.output_parts:
-            output_user = cat([p[0] for p in self.output_parts], np.int64)
-            outputs = stack_rows([p[1] for p in self.output_parts])
+            output_user = cat([p.users for p in self.output_parts], np.int64)
+            outputs = stack_rows([p.outputs for p in self.output_parts])
         return Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
                           answer_time=cat(self.answer_time, float), answer_user=cat(self.answer_user, np.int64),
                           messages=stack_rows(self.messages) if self.keep_all_messages and self.messages

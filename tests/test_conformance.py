@@ -13,7 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attacks import ATTACKS
 from audits import checks
+from audits.designs import DESIGNS
+from audits.stats.estimators import ESTIMATORS
 from mechanisms import MECHANISMS, MaxSense
 from mechanisms import checks as mechanism_checks
 from mechanisms.claims import PrivacyClaim
@@ -26,6 +29,21 @@ def _rows(registry, suite, **kwargs):
 
 @pytest.mark.parametrize("cls, check", _rows(MECHANISMS, checks.mechanism_checks))
 def test_mechanism(cls, check):
+    check(cls)
+
+
+@pytest.mark.parametrize("cls, check", _rows(ATTACKS, checks.attack_checks))
+def test_attack(cls, check):
+    check(cls)
+
+
+@pytest.mark.parametrize("cls, check", _rows(ESTIMATORS, checks.estimator_checks))
+def test_estimator(cls, check):
+    check(cls)
+
+
+@pytest.mark.parametrize("cls, check", _rows(DESIGNS, checks.design_checks))
+def test_design(cls, check):
     check(cls)
 
 

@@ -155,7 +155,7 @@ def test_learning_attacks_fit_on_their_own_runs():
                                            Progress(None, {}, False), lambda _: None)
     # fitted once, on 3000 runs per world of the "train" stream, before any counted run was scored
     assert attack.fitted == (6_000, [3_000, 3_000]) and attack.sign == 1.0
-    scores = out.runs[0]["scores"][0]
+    scores = out.runs[0].scores[0]
     assert scores.shape == (2, 3_000)
     # the fitted bit test on one epsilon = 1 bit: bound ~0.8 at 1500 evaluation runs; 0.4 is > 5 sigma below
     assert 0.4 < split_epsilon_bound(scores[0], scores[1], alpha=1e-6).epsilon_lb <= 1.0

@@ -135,7 +135,7 @@ def audit(mechanism, view, attacks=(SubspaceAlignmentAttack(),), trials=TRIALS):
                                Progress(None, {}, False),
                                lambda _: None)
     estimator = ESTIMATORS["split"]()
-    estimates = [estimator.estimate(output.runs[0]["scores"][a], None, claim, ALPHA / len(attacks))
+    estimates = [estimator.estimate(output.runs[0].scores[a], None, claim, ALPHA / len(attacks))
                  for a in range(len(attacks))]
     reject, _ = holm_adjust([e.p_value for e in estimates], ALPHA)
     return ("violated" if any(reject) else "consistent"), [e.epsilon_lb for e in estimates]

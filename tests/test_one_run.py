@@ -187,7 +187,8 @@ def test_fdp_is_tighter_than_steinke_nasr_jagielski_on_gaussian_canaries():
 def test_fdp_estimator_needs_a_gaussian_claim():
     est = ESTIMATORS["fdp-one-run"](guess_fraction=0.1)
     with pytest.raises(EstimatorError, match="Gaussian trade-off curve"):
-        est.check_claim(PrivacyClaim(1.0, 1e-5))
+        est.require(PrivacyClaim(1.0, 1e-5))
+    assert not est.supports(PrivacyClaim(1.0, 1e-5))
     sigma = analytic_gaussian_sigma(4.0, 1e-5)
     claim = account(GaussianRelease(sigma), 1e-5, model="central")
     s, b = _gaussian_canaries(np.random.default_rng(43), 10_000, sigma)

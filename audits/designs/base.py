@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, Literal
 import numpy as np
 
 from mechanisms import PrivacyClaim, Mechanism
+from mechanisms.registry import Registry
 from mechanisms.errors import BadInput
 from simulator.engine import Inserted
 from simulator.neighbours import NeighbourPolicy, TargetPair
@@ -61,25 +62,52 @@ class AuditJob:
 
 
 @dataclass
+class TargetScores:
+    """One target's scores, attacks on axis 0: ``(attacks, 2, trials)`` for pairs, ``(attacks, canaries)`` with
+    each canary's ``worlds`` for canaries. Saved blocks are its arrays (``to_arrays`` / ``of``)."""
+
+    scores: np.ndarray
+    worlds: np.ndarray | None = None
+    reach: np.ndarray | None = None  # per attack, what it measured of the target's reach (None: nothing)
+
+    @classmethod
+    def of(cls, arrays: dict[str, np.ndarray]) -> "TargetScores":
+        return cls(arrays["scores"], arrays.get("worlds"), arrays.get("reach"))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        optional = {"worlds": self.worlds, "reach": self.reach}
+        return {"scores": self.scores} | {k: v for k, v in optional.items() if v is not None}
+
+
+@dataclass
 class DesignOutput:
-    """Scores of every test target: per target a dict with ``scores`` (and ``worlds`` for canaries)."""
+    """Scores of every test target, in the order of ``pairs``."""
 
     pairs: list[TargetPair]
-    runs: list[dict[str, np.ndarray]]
+    runs: list[TargetScores]
+
+
+#: every registered design, by kind (a scenario's ``audit.design``)
+DESIGNS: Registry = Registry("design")
 
 
 class Design(ABC):
     """How an audit gets its scores."""
 
-    name: ClassVar[str]
+    #: the registered name (``class X(Design, kind="x")`` sets it and registers X in ``DESIGNS``)
+    kind: ClassVar[str] = ""
     produces: ClassVar[Literal["pairs", "canaries"]] = "pairs"
     #: the claim models the design is valid for (None: all)
     valid_models: ClassVar[tuple[str, ...] | None] = None
 
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        DESIGNS.add(cls, kind)
+
     def check(self, mechanism: Mechanism, claim: PrivacyClaim, churn, trials: int) -> None:
         """Raise :class:`DesignError` when this design cannot audit ``mechanism``'s ``claim``."""
         if self.valid_models is not None and claim.model not in self.valid_models:
-            raise DesignError(f"design {self.name} is valid only for {'/'.join(self.valid_models)} claims; "
+            raise DesignError(f"design {self.kind} is valid only for {'/'.join(self.valid_models)} claims; "
                               f"{mechanism.kind} makes a {claim.model} claim")
 
     def inserts(self, job: AuditJob, policy: NeighbourPolicy, trials: int) -> Inserted | None:
@@ -157,26 +185,26 @@ def _merged(blocks: list[dict]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]}
 
 
-def saved_scores(progress, produces: str, targets: int, trials: int, block_size: int) -> list[dict] | None:
+def saved_scores(progress, produces: str, targets: int, trials: int, block_size: int) -> list[TargetScores] | None:
     """Every target's scores as a finished run saved them in ``progress`` (the score store), or None.
 
     None when a unit is missing, damaged or foreign (``progress`` warns for the last two).
     """
     if produces == "canaries":
         saved = progress.load_arrays(CANARIES)
-        return None if saved is None or saved["scores"].shape[-1] != trials else [saved]
+        return None if saved is None or saved["scores"].shape[-1] != trials else [TargetScores.of(saved)]
     sizes = block_sizes(trials, block_size)
     merged = []
     for target in range(targets):
         blocks = [progress.load_arrays(block_name(target, index)) for index in range(len(sizes))]
         if any(b is None or b["scores"].shape[-1] != size for b, size in zip(blocks, sizes)):
             return None
-        merged.append(_merged(blocks))
+        merged.append(TargetScores.of(_merged(blocks)))
     return merged
 
 
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
-               executor: Executor, progress, report: Callable[[str], None]) -> list[dict[str, np.ndarray]]:
+               executor: Executor, progress, report: Callable[[str], None]) -> list[TargetScores]:
     """``block(job, pair, target, index, size)`` for every block of every target, saved as each finishes.
 
     The saved blocks are the run's score store (``recaudit report`` reads them back, :func:`saved_scores`).
@@ -202,7 +230,7 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
             tick("trial blocks", n, len(todo))
         else:
             report(f"trial block {n}/{len(todo)} done")
-    return [_merged([results[target, b] for b in range(len(sizes))]) for target in range(len(pairs))]
+    return [TargetScores.of(_merged([results[target, b] for b in range(len(sizes))])) for target in range(len(pairs))]
 
 
 def fit_attacks(job: AuditJob, pair: TargetPair, sample: Callable[[int, np.random.SeedSequence], View]) -> tuple:

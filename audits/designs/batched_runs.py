@@ -9,7 +9,6 @@ engine's noise and equals the engine's run, ``tests/test_tight_audits.py``). It 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -40,10 +39,9 @@ def batch_block(job, pair, target: int, index: int, size: int) -> dict[str, np.n
 
 
 @dataclass(frozen=True)
-class BatchedRuns(Design):
+class BatchedRuns(Design, kind="batched_runs"):
     """Whole runs of a panel world, a block at a time through the mechanism's ``panel_runs``."""
 
-    name: ClassVar[str] = "batched_runs"
 
     def check(self, mechanism, claim, churn, trials) -> None:
         super().check(mechanism, claim, churn, trials)

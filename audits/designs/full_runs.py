@@ -11,7 +11,6 @@ trial, so keep the world small.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
 
 import numpy as np
 
@@ -47,10 +46,9 @@ def runs_block(job, pair, target: int, index: int, size: int) -> dict[str, np.nd
 
 
 @dataclass(frozen=True)
-class FullRuns(Design):
+class FullRuns(Design, kind="full_runs"):
     """The whole protocol per trial on the scenario's (small) world, the target inserted."""
 
-    name: ClassVar[str] = "full_runs"
 
     def check(self, mechanism, claim, churn, trials) -> None:
         super().check(mechanism, claim, churn, trials)

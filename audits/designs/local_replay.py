@@ -50,10 +50,9 @@ def replay_block(job, pair, target: int, index: int, size: int) -> dict[str, np.
 
 
 @dataclass(frozen=True)
-class LocalReplay(Design):
+class LocalReplay(Design, kind="local_replay"):
     """One replayed release of the target per trial; valid only for local claims."""
 
-    name: ClassVar[str] = "local_replay"
     valid_models: ClassVar[tuple[str, ...]] = ("local",)
 
     def check(self, mechanism, claim, churn, trials) -> None:

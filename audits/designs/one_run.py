@@ -19,14 +19,13 @@ from simulator.engine import Inserted, spread_ticks
 from simulator.seeds import stream
 from simulator.transcript import View, canary_view
 
-from .base import CANARIES, Design, DesignError, DesignOutput, view_of
+from .base import CANARIES, Design, DesignError, DesignOutput, TargetScores, view_of
 
 
 @dataclass(frozen=True)
-class OneRunCanaries(Design):
+class OneRunCanaries(Design, kind="one_run"):
     """Canaries inside the world's one run; scores per canary with its secret world."""
 
-    name: ClassVar[str] = "one_run"
     produces: ClassVar[str] = "canaries"
 
 
@@ -48,8 +47,8 @@ class OneRunCanaries(Design):
         for kind in dict.fromkeys(job.attack_views):
             views[kind] = (view_of(world, kind, world.inserted, job.answers) if kind == "messages"
                            else canary_view(world, kind, world.inserted))
-        run = {"scores": np.stack([a.scores(job.mechanism, pair, views[kind])
-                                   for a, kind in zip(job.attacks, job.attack_views)]), "worlds": worlds}
+        run = TargetScores(np.stack([a.scores(job.mechanism, pair, views[kind])
+                                     for a, kind in zip(job.attacks, job.attack_views)]), worlds)
         if progress is not None:  # the run's score store (``recaudit report`` reads it back)
-            progress.save_arrays(CANARIES, run)
+            progress.save_arrays(CANARIES, run.to_arrays())
         return DesignOutput([pair], [run])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import math
-import re
 import resource
 import time
 from importlib import metadata, resources
@@ -19,12 +18,15 @@ import numpy as np
 
 from ..utility import utility_summary
 from . import plots
+from .report_text import (CEILING_NOTE, _fmt, _strongest, accounting_note, claim_epsilon,  # noqa: F401
+                          confidence_text, counts_text, epsilon_cell, md, population_text, reach_sentence,
+                          report_markdown, schedule_text, summary_line, utility_curve, utility_measured,
+                          verdict_sentence)
 from .store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
 SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
-WALL_CLOCK_FIELDS = ("timing",)
 
 
 def _version(name: str) -> str | None:
@@ -80,53 +82,6 @@ def _test_dict(test, claim) -> dict:
     return d
 
 
-def reach_sentence(test: dict) -> str | None:
-    """One line on the audited pair's reach against the claim (white-box tests), or None."""
-    r = test.get("pair_reach")
-    if not r or r.get("epsilon_pair") is None:
-        return None
-    how = (f"μ_pair = {r['mu_pair']:.4g} (claim's μ {_fmt(r.get('mu_claim'))})" if r["law"] == "gaussian"
-           else "Laplace, pure ε")
-    loose = (f"; the claim is loose by {r['looseness']:.3g}x for this pair" if r.get("looseness") and
-             r["looseness"] > 1.05 else "")
-    return (f"{test['name']}: the pair reaches ε = {r['epsilon_pair']:.4g} ({how}) against the claimed "
-            f"{claim_epsilon(test['claim']['epsilon'])}{loose}; ε_LB / ε_pair = {_fmt(r.get('tightness_vs_pair'))}")
-
-
-def accounting_note(scenario) -> dict:
-    """``requested_epsilon`` and a ``note`` when the accountant's ε for one answer exceeds the mechanism's ε."""
-    from mechanisms import MECHANISMS
-    from mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
-
-    config = scenario.model_dump(mode="json")["mechanism"]  # also a run folder's recorded scenario
-    requested = config.get("epsilon")
-    accounted = (MECHANISMS[config["kind"]](**{k: v for k, v in config.items() if k != "kind"}).claim.epsilon
-                 if requested is not None else None)
-    if accounted is None or accounted <= requested * (1 + 1e-6):
-        return {}
-    why = ("the accountant (dp-accounting) rounds every privacy loss up to its grid (2^-33 for randomized "
-           "response, 2^-17 otherwise), so an ε below one step is accounted as a step"
-           if accounted - requested <= DEFAULT_VALUE_DISCRETIZATION else
-           "the accountant finds a larger ε for one answer than the mechanism's parameter")
-    return {"requested_epsilon": requested,
-            "note": f"requested ε = {requested:g} per answer is accounted as {accounted:.3g}: {why}; the audit "
-                    "tests the accounted claim (it is the larger, so the conservative one)"}
-
-
-def counts_text(counts: dict) -> str:
-    """A test's counts for people."""
-    if "false_pos" in counts:
-        return f"FP {counts['false_pos']}/{counts['n_neg']}, FN {counts['false_neg']}/{counts['n_pos']}"
-    if "n_in" in counts:
-        return f"{counts['m']} canary scores fitted ({counts['n_in']} in, {counts['n_out']} out)"
-    return f"{counts['v']}/{counts['r']} guesses right of {counts['m']}"
-
-
-def _strongest(tests: list[dict]) -> dict:
-    """The test with the largest ε_LB; among equals an informative one (an uninformative 0 is no evidence)."""
-    return max(tests, key=lambda t: (t["epsilon_lb"], not t["uninformative"]))
-
-
 def report_dict(result) -> dict:
     """The JSON report. Everything except ``timing`` is a function of scenario and seed."""
     claim = result.claim
@@ -175,198 +130,6 @@ def finite(data):
     if isinstance(data, float) and not math.isfinite(data):
         return None
     return data
-
-
-def _fmt(x) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
-
-
-_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
-_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-
-
-def md(text) -> str:
-    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup characters are
-    backslash-escaped and ``< > &`` become entities (so no raw HTML tag survives, whatever the renderer)."""
-    return _MD_SPECIAL.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
-                           " ".join(str(text).splitlines()))
-
-
-def confidence_text(confidence: float) -> str:
-    """A confidence as people read it, worded the same everywhere (stdout, Markdown, HTML, plots): ``97.5 %``."""
-    return f"{100 * confidence:.4g} %"
-
-
-def at_ceiling(test: dict) -> bool:
-    """Whether a test's (or the audit's strongest) bound sits at its ceiling: the leakage is at least that,
-    and more runs would show more."""
-    ceiling = test.get("ceiling")
-    return ceiling is not None and test["epsilon_lb"] >= ceiling * (1 - 1e-9) and ceiling > 0
-
-
-CEILING_NOTE = "at least the ceiling — more runs would show more"
-
-
-def bound_text(test: dict, digits: int = 3) -> str:
-    """``ε ≥ 1.23 at 95 % confidence (ceiling 10.2)``, flagged when the bound is at its ceiling."""
-    ceiling = "unbounded" if test["ceiling"] is None else f"{test['ceiling']:.{digits}g}"
-    note = f": {CEILING_NOTE}" if at_ceiling(test) else ""
-    return f"ε ≥ {test['epsilon_lb']:.{digits}g} at {confidence_text(test['confidence'])} confidence " \
-           f"(ceiling {ceiling}{note})"
-
-
-def summary_line(report: dict) -> str:
-    """The one line ``recaudit run`` prints: claim, strongest bound, verdict, utility."""
-    audit, claim = report["audit"], report["claim"]
-    name = " ".join(str(report["scenario"]["name"]).splitlines())  # a name cannot forge a line of output
-    said = "no privacy claim, measured leakage" if claim["epsilon"] is None else \
-        f"claim ε={claim['epsilon']:g} (δ={claim['delta']:g});"
-    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
-    note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
-    power = ("; uninformative" if audit.get("uninformative") else "") + (
-        f"; optimal test {audit['optimal_epsilon_lb']:.4f}" if audit.get("optimal_epsilon_lb") is not None else "")
-    return (f"{name}: {said} ε_LB={audit['epsilon_lb']:.4f} at {confidence_text(audit['confidence'])} confidence "
-            f"(ceiling {ceiling}{note}{power}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
-
-
-def claim_epsilon(epsilon) -> str:
-    """A claim's ε for people: ``none`` for a claim that promises nothing (its ε is null in JSON)."""
-    return "none" if epsilon is None else f"{epsilon:g}"
-
-
-def verdict_sentence(report: dict) -> str:
-    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict.
-
-    Beside the bound, what the optimal test would show at this budget if the
-    claim were tight; an uninformative strongest test is named as such, never
-    as evidence.
-    """
-    claim, audit = report["claim"], report["audit"]
-    delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
-    tests = audit["tests_in_family"]
-    best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
-    if audit.get("uninformative"):
-        shows = (f"{'its test is' if tests == 1 else f'all {tests} tests are'} uninformative (the best cut calls "
-                 f"every run one world, or the scores rank nothing), so ε_LB = 0 is no evidence about the claim")
-    else:
-        shows = f"{best} shows {bound_text(audit)}"
-    optimal = audit.get("optimal_epsilon_lb")
-    power = (f"; the optimal test at this budget would show ε ≥ {optimal:.3g} if the claim were tight"
-             if optimal is not None else "")
-    if report["verdict"] == "no_claim":
-        return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; "
-                + (shows if audit.get("uninformative") else f"{best} measures leakage {bound_text(audit)}")
-                + ": no_claim.")
-    scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
-    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
-            f"per {claim['unit']}{scope}; {shows}{power}: {report['verdict']}.")
-
-
-def report_markdown(report: dict) -> str:
-    """A short human summary of ``report``."""
-    claim, audit, util = report["claim"], report["audit"], report["utility"]
-    runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
-            else f"{audit['canaries']:,} canaries in one run")
-    lines = [
-        f"# Audit: {md(report['scenario']['name'])}",
-        "",
-        md(report["summary"]),
-        "",
-        f"**Verdict: {report['verdict']}** — "
-        + ("the mechanism claims nothing: ε_LB is the leakage measured, and the p-values test \"no leakage "
-           "at all\" (ε = 0)." if report["verdict"] == "no_claim" else
-           "the claim is contradicted: the mechanism is provably less private than it says."
-           if report["verdict"] == "violated" else
-           "the claim is not contradicted by this audit (an audit can never prove privacy)."),
-        "",
-        *([md(report["scenario"]["description"]), ""] if report["scenario"].get("description") else []),
-        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
-        + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
-           f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
-           if claim["epsilon"] is not None else "no privacy claim")
-        + f"; the attacks read the `{audit['view']}` view"
-        + (f" ({claim['note']})" if claim.get("note") else ""),
-        f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
-        f"confidence (ceiling {_fmt(audit['ceiling'])}"
-        + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
-        f"(design `{audit['design']}`)" + (" — **uninformative**" if audit.get("uninformative") else ""),
-        f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
-        f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight",
-        f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
-        f"{audit['correction']}",
-        f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
-        + (f" (reference: {md(util['reference'])})" if util.get("reference") and utility_measured(util) else ""),
-        "",
-        "## Tests",
-        "",
-        "| test | claim ε | ε_LB | optimal ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
-        "Holm p | verdict |",
-        "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|",
-    ]
-    for t in report["tests"]:
-        verdict = t["verdict"] + (" (uninformative)" if t.get("uninformative") else "")
-        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {epsilon_cell(t)} | "
-                     f"{_fmt(t.get('optimal_epsilon_lb'))} | {confidence_text(t['confidence'])} | "
-                     f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
-                     f"{counts_text(t['counts'])} | {_fmt(t['holm_adjusted_p_value'])} | {verdict} |")
-    reach = [line for line in map(reach_sentence, report["tests"]) if line]
-    if reach:
-        lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
-                  ""] + [f"- {md(line)}" for line in reach]
-    lines += [
-        "",
-        "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
-        f"show ({CEILING_NOTE} when a bound reaches it); optimal ε_LB is what the best test would show on the "
-        "same runs if the claim were exactly tight (about its median). An *uninformative* test's cut calls every "
-        "run one world (or its scores rank nothing): its ε_LB = 0 is no evidence. A verdict is `violated` when "
-        "the Holm-adjusted p-value of \"the claim holds\" is below α.",
-        "",
-    ]
-    curve = utility_curve(util)
-    if curve:
-        lines += ["## Utility over time", "", f"| time | users seen | {md(util['metric'])} |", "|---:|---:|---:|"]
-        lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(value)} |" for p, value in curve]
-        lines.append("")
-    w = report["world"]
-    lines += [f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
-              f"arrived, {w['users_answered']:,} answered; {schedule_text(report)}; "
-              f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "") + ".",
-              "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
-    return "\n".join(lines)
-
-
-def epsilon_cell(test: dict) -> str:
-    """A test's ε_LB for a table cell: ``≥ 3.98 (at the ceiling)`` when it is at its ceiling."""
-    return f"≥ {test['epsilon_lb']:.4f} (at the ceiling)" if at_ceiling(test) else f"{test['epsilon_lb']:.4f}"
-
-
-def utility_curve(utility: dict) -> list[tuple[dict, float]]:
-    """The utility of every release that has one, as (point, value); empty when no release is scored."""
-    key = plots.curve_value(utility)
-    return [(p, p[key]) for p in utility.get("curve", []) if p.get(key) is not None]
-
-
-def utility_measured(utility: dict) -> bool:
-    return bool(utility_curve(utility)) or utility.get("rmse") is not None \
-        or utility.get("final_accuracy") is not None
-
-
-def schedule_text(report: dict) -> str:
-    """How the world ran, in words: the panel's rounds and its one release, or churn's releases."""
-    world = report["world"]
-    if world.get("panel_rounds") is not None:
-        return (f"a panel: every user present from the start, {world['panel_rounds']} round(s) of answers, "
-                f"{world['releases']} release(s) after the last round")
-    churn = report["scenario"].get("churn") or {}
-    every = f" (every {churn['release_interval']:g})" if churn.get("release_interval") else ""
-    return f"users arriving and leaving until t = {world.get('horizon', 0):g}, {world['releases']} releases{every}"
-
-
-def population_text(population: dict) -> str:
-    """One line naming the population (its kind, and the file for real data)."""
-    if population.get("path") is not None:
-        return f"{population['kind']} from {population['path']}"
-    return str(population["kind"])
 
 
 def write_reports(result, out_dir: Path, csv: bool = False) -> dict:
@@ -449,125 +212,6 @@ def _plot_accuracy(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def write_sweep_reports(result, out_dir: Path) -> dict:
-    """sweep.json, sweep.md, sweep.html, sweep_points.csv and scaling.png for a scaling sweep."""
-    sweep = result.scenario.sweep
-    report = finite({
-        "schema_version": SCHEMA_VERSION,
-        "scenario": result.scenario.model_dump(mode="json"),
-        "grid": result.grid,
-        "packages": {name: _version(name) for name in PACKAGES},
-        "definition": f"U* = users seen when item clustering accuracy first reaches {sweep.target_accuracy:g} "
-                      f"and stays there for {sweep.stable_checkpoints} checkpoints "
-                      f"({sweep.checkpoints_per_decade} per decade); censored at {sweep.max_users:,}",
-        "mechanisms": list(result.mechanisms),
-        "fits": result.fits,
-        "points": result.points,
-        "medians": sweep_medians(result),
-        "bounds": result.bounds,
-    })
-    write_sweep_files(report, out_dir)
-    return report
-
-
-def sweep_markdown(report: dict) -> str:
-    scenario, mechanisms = report["scenario"], report["mechanisms"]
-    names = ", ".join(f"`{_code(m)}`" for m in mechanisms)
-    lines = [f"# Scaling sweep: {md(scenario['name'])} ({report['grid']} grid)", "",
-             f"Mechanism{'s' if len(mechanisms) > 1 else ''} {names}. {report['definition']}.", "",
-             "| mechanism | parameter | values | fitted log-log slope | 95% CI | theory slope on this grid | "
-             "theory in CI | censored runs |", "|---|---|---|---:|---|---:|---|---:|"]
-    for f in report["fits"]:
-        slope = "n/a" if f["slope"] is None else f"{f['slope']:+.2f}"
-        ci = "n/a" if f["slope"] is None else f"[{f['ci_low']:+.2f}, {f['ci_high']:+.2f}]"
-        th = "n/a" if f["theory_slope"] is None else f"{f['theory_slope']:+.2f}"
-        inside = {None: "n/a", True: "yes", False: "**no**"}[f["theory_in_ci"]]
-        lines.append(f"| {md(f.get('mechanism', mechanisms[0]))} | {f['parameter']} | "
-                     f"{', '.join(f'{v:g}' for v in f['values'])} | {slope} | {ci} | {th} | {inside} | "
-                     f"{f['censored']} |")
-    lines += ["", "Theory slopes come from the formulas in `mechanisms/theory.py` evaluated on the same grid "
-              "(their constants are unknown, so only slopes are compared; the plotted theory curve has its "
-              "constant fitted to the runs). Censored runs (target not reached by the cap) are left out of "
-              "the fit and drawn at the cap in `scaling.png`.", ""]
-    lines += _median_tables(report)
-    return "\n".join(lines)
-
-
-def _code(text) -> str:
-    """``text`` for a Markdown code span: one line, no backticks (nothing inside a code span is markup)."""
-    return " ".join(str(text).replace("`", "'").splitlines())
-
-
-def sweep_medians(result) -> list[dict]:
-    """Per axis value and mechanism: the median U* over replicates, censored runs counted as ``max_users``.
-
-    ``censored_median`` is set when the median itself is censored (then it is only a lower bound).
-    """
-    cap = result.scenario.sweep.max_users
-    rows = []
-    for fit in result.fits:
-        label = fit.get("mechanism", result.mechanisms[0])
-        for value in fit["values"]:
-            runs = [p["u_star"] for p in result.points if p["parameter"] == fit["parameter"]
-                    and p.get("mechanism", label) == label and p["value"] == value]
-            median = float(np.median([cap if u is None else u for u in runs]))
-            rows.append({"parameter": fit["parameter"], "value": value, "mechanism": label, "median": median,
-                         "censored": sum(u is None for u in runs), "runs": len(runs),
-                         "censored_median": median >= cap})
-    return rows
-
-
-def _median_tables(report: dict) -> list[str]:
-    """Markdown: per axis, median U* of every mechanism and every lower bound at each value."""
-    mechanisms, medians, bounds = report["mechanisms"], report["medians"], report["bounds"]
-    lines = []
-    for fit in report["fits"][:: len(mechanisms)]:
-        parameter = fit["parameter"]
-        names = list(dict.fromkeys(b["bound"] for b in bounds if b["parameter"] == parameter))
-        head = [f"`{_code(m)}` median U*" for m in mechanisms] + [f"bound: {n}" for n in names]
-        lines += [f"Median U* over {report['scenario']['sweep']['replicates']} replicates (≥: the median run was "
-                  f"censored; (k) = k runs censored), lower bounds beside:", "",
-                  f"| {parameter} | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
-        for value in fit["values"]:
-            cells = []
-            for m in mechanisms:
-                row = next(r for r in medians if r["parameter"] == parameter and r["mechanism"] == m
-                           and r["value"] == value)
-                cells.append(("≥" if row["censored_median"] else "") + f"{row['median']:,.0f}"
-                             + (f" ({row['censored']})" if row["censored"] else ""))
-            for n in names:
-                users = next(b["users"] for b in bounds if b["parameter"] == parameter
-                             and b["bound"] == n and b["value"] == value)
-                cells.append(f"{users:,.3g}")
-            lines.append(f"| {value:g} | " + " | ".join(cells) + " |")
-        lines.append("")
-    if bounds:
-        drawn = list(dict.fromkeys(b["bound"] for b in bounds))
-        scope = {"fano": "Fano's is for two item clusters", "scarce": "the scarce one is stated (C = 1) for "
-                 "w = o(N^(1/3)) and eps <= ln 2", "adaptive": "the adaptive one (C = 1) for w = 1"}
-        lines += ["Bounds (`mechanisms/theory.py`, docs/families/local-clustering.md): "
-                  + "; ".join(dict.fromkeys(b["label"] for b in bounds)) + ". "
-                  + "; ".join(scope[n] for n in drawn) + ".", ""]
-    return lines
-
-
-def write_sweep_files(report: dict, out_dir: Path) -> None:
-    """Every file of a sweep report from its JSON (``recaudit report`` calls this on a saved sweep.json)."""
-    import pandas as pd
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "sweep.json", report, allow_nan=False)
-    write_bytes(out_dir / "sweep_points.csv", pd.DataFrame(report["points"]).to_csv(index=False).encode())
-    write_text(out_dir / "sweep.md", sweep_markdown(report))
-    png = plots.sweep_figure(report)
-    write_bytes(out_dir / "scaling.png", png)
-    fig = figure("Users needed against each swept parameter", png,
-                 "U* of every run (dots) on log–log axes, runs censored at the cap drawn as hollow triangles "
-                 "(left out of the fit), the OLS line with the 95% confidence band of its mean, and the theory "
-                 "curve with its unknown constant fitted to the runs (only its slope is a prediction).")
-    write_text(out_dir / "sweep.html", render_html("sweep.html", report=report, figures=[fig]))
 
 
 # ---------------------------------------------------------------- HTML

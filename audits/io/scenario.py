@@ -1,8 +1,9 @@
-"""Scenario files: the pydantic models, built from the registries, and loading.
+"""Scenario files: the whole scenario model, its cross-section checks, and loading.
 
-Each registered mechanism, population and attack is a dataclass whose fields
-carry their constraints (``Annotated[float, Gt(0)]``); its scenario model is
-derived from those fields, so a new mechanism needs no schema code here.
+The sections (mechanism, population, attack, audit, ...) are generated from the
+registries in ``audits.io.sections``; this module checks what needs several of
+them at once (the mechanism against the world, the estimator and design
+against the claim, every sweep and grid point) and loads files.
 """
 from __future__ import annotations
 
@@ -10,277 +11,25 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator,
-                      model_validator)
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-import copy
-
-from attacks import ATTACKS
 from mechanisms import MECHANISMS, ParameterError, WorldInfo
-from simulator.churn import Churn
 from simulator.neighbours import policy_for
-from simulator.schedules import Panel
 from simulator.population import POPULATIONS
 from simulator.ratings import ratings_limit
+from simulator.schedules import Panel
 
 from ..designs import DESIGNS, DesignError
-from ..stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_settings
-
-from ..executors import MAX_WORKERS
+from ..stats.estimators import EstimatorError
 from .limits import GIB, LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
+from .sections import (ROLE_FIELDS, SAFE_NAME, STRICT, AttackConfig, AuditConfig, ChurnConfig,  # noqa: F401
+                       ExecutorConfig, GridConfig, MechanismConfig, PanelConfig, PopulationConfig, SweepAxis,
+                       SweepConfig, build, build_churn, build_estimator, with_parameter)
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
-
-STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite: `horizon: .inf` never ends
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-DASK_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}")
-
-
-def _dataclass_fields(cls: type) -> dict[str, tuple[Any, Any]]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields: dict[str, tuple[Any, Any]] = {}
-    for f in dataclasses.fields(cls):
-        if not f.init or f.name.startswith("_"):
-            continue
-        if f.default is not dataclasses.MISSING:
-            default: Any = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = Field(default_factory=f.default_factory)
-        else:
-            default = ...
-        fields[f.name] = (hints[f.name], default)
-    return fields
-
-
-def _builds(cls: type):
-    """An after-validator that constructs ``cls`` so its own checks run at load time."""
-
-    def check(model: BaseModel, info: ValidationInfo) -> BaseModel:
-        cls(**_params(model, info.context))
-        return model
-
-    return model_validator(mode="after")(check)
-
-
-#: fields of a ``kind:`` block that say how the part is used, not how it is built
-ROLE_FIELDS = ("kind", "view")
-
-
-def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
-    params = {k: getattr(model, k) for k in type(model).model_fields if k not in ROLE_FIELDS}
-    base = (context or {}).get("base_dir")
-    if params.get("path") is not None and base is not None:
-        params["path"] = Path(base) / params["path"]
-    return params
-
-
-def _kind_model(kind: str, cls: type, suffix: str, **role) -> type[BaseModel]:
-    return create_model(
-        f"{cls.__name__}{suffix}",
-        __config__=STRICT,
-        __validators__={"builds": _builds(cls)},
-        kind=(Literal[kind], ...),
-        **role,
-        **_dataclass_fields(cls),
-    )
-
-
-def _union(registry: dict[str, type], suffix: str, **role):
-    models = tuple(_kind_model(kind, cls, suffix, **role) for kind, cls in registry.items())
-    return Annotated[Union[models], Field(discriminator="kind")]
-
-
-MechanismConfig = _union(MECHANISMS, "Config")
-PopulationConfig = _union(POPULATIONS, "Config")
-AttackConfig = _union(ATTACKS, "Config", view=(Literal["messages", "releases", "others", "target", "statistics"] | None,
-                     Field(None, description="the view this attack reads (default: audit.view), so one scenario "
-                                             "can set white-box and black-box attacks side by side")))
-ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"builds": _builds(Churn)},
-                           **_dataclass_fields(Churn))
-
-
-class PanelConfig(BaseModel):
-    """A fixed cohort instead of churn (``simulator.schedules.Panel``): for iterative protocols such as
-    matrix completion. ``n_users``: all of the population's users when omitted; ``rounds``: the
-    mechanism's ``iterations`` when omitted."""
-
-    model_config = STRICT
-    n_users: int | None = Field(default=None, ge=1)
-    rounds: int | None = Field(default=None, ge=1)
-    batch_size: int = Field(default=4096, ge=1)
-
-
-#: the registered estimator a (method, threshold) pair names: clopper-pearson names its threshold strategy
-ESTIMATOR_OF_METHOD = {"gdp": "gdp", "one-run": "one-run", "fdp-one-run": "fdp-one-run", "gauss-fit": "gauss-fit"}
-#: the methods that judge canaries of one run
-ONE_RUN_METHODS = ("one-run", "fdp-one-run", "gauss-fit")
-
-
-class AuditConfig(BaseModel):
-    """How the audit runs: design, trials, confidence, estimator (by name, with its settings), tests."""
-
-    model_config = STRICT
-    design: Literal[tuple(DESIGNS)] | None = Field(  # type: ignore[valid-type]
-        None, description="how scores are produced (default: one_run for the one-run methods, else local_replay)")
-    trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
-    alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
-    method: Literal["clopper-pearson", "gdp", "one-run", "fdp-one-run", "gauss-fit"] = "clopper-pearson"
-    threshold: Literal["split", "bonferroni", "explicit"] = "split"
-    selection_fraction: float = Field(0.5, gt=0, lt=1, description="split: share of trials that pick the threshold")
-    thresholds: list[float] | None = Field(None, min_length=1, description="bonferroni: the fixed threshold grid")
-    score_range: tuple[float, float] | None = Field(None, description="bonferroni: grid_size thresholds over it")
-    grid_size: int = Field(100, ge=1)
-    threshold_value: float | None = Field(None, description="explicit: the threshold, fixed in advance")
-    direction: Literal[1, -1] = Field(1, description="explicit: +1 guesses world 1 when score >= threshold")
-    guess_fraction: float | None = Field(None, gt=0, le=0.5, description="one-run: share of canaries guessed in (and "
-                                         "out); default: the count planned on the claim (docs/guide/estimators.md)")
-    check_alpha: float = Field(0.01, ge=0, lt=1, description="gauss-fit: level of the Gaussian model checks (0: none)")
-    targets: int = Field(1, ge=1, description="target users audited, each a test (Holm-corrected)")
-    block_size: int = Field(50_000, ge=1, description="trials per random stream and per task")
-    target_candidates: int = Field(64, ge=1)
-    insert_tick: int | None = Field(None, ge=1, description="full_runs: the query tick (1, 2, ...) at which the "
-                                    "target arrives (default 1); e.g. mid-stream, to audit a continual release "
-                                    "around the target's arrival")
-    view: Literal["messages", "releases", "others", "target", "statistics"] | None = Field(
-        None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
-                          "target for a joint claim, is a negative control that should be violated; statistics "
-                          "is the white box of a central or joint proof, valid against its claim)")
-    pair: str | None = Field(None, description="the neighbouring pair's policy (simulator.neighbours.PAIR_POLICIES, "
-                                               "e.g. single_item); default: the mechanism's, else the claim's")
-
-    @property
-    def estimator_name(self) -> str:
-        return ESTIMATOR_OF_METHOD.get(self.method, self.threshold)
-
-    @property
-    def design_name(self) -> str:
-        return self.design or ("one_run" if self.method in ONE_RUN_METHODS else "local_replay")
-
-    @model_validator(mode="after")
-    def _estimator_settings(self) -> "AuditConfig":
-        if self.method == "gdp" and self.threshold != "split":
-            raise ParameterError("threshold", "the gdp method chooses its threshold by split")
-        try:
-            estimator = build_estimator(self)
-        except EstimatorError as exc:
-            raise ParameterError(exc.field, str(exc)) from None
-        produces = DESIGNS[self.design_name].produces
-        if estimator.input != produces:
-            raise ParameterError("design", f"design {self.design_name} produces {produces} but method "
-                                           f"{self.method} needs {estimator.input}")
-        return self
-
-
-class ExecutorConfig(BaseModel):
-    """Where trial blocks run: in this process, a local process pool, or Dask."""
-
-    model_config = STRICT
-    kind: Literal["serial", "processes", "dask"] = "serial"
-    workers: int = Field(2, ge=1, le=MAX_WORKERS)
-    address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
-
-    @field_validator("address")
-    @classmethod
-    def _address_form(cls, address: str | None) -> str | None:
-        if address is not None and (not DASK_ADDRESS.fullmatch(address) or int(address.rsplit(":", 1)[1]) > 65535):
-            raise ValueError("must be a scheduler address such as tcp://host:8786")
-        return address
-
-
-class SweepAxis(BaseModel):
-    """One parameter varied alone over a grid (the rest stays at the scenario's value)."""
-
-    model_config = STRICT
-    parameter: str = Field(pattern=r"^(population|mechanism)\.[a-z_]+$",
-                           description="dotted path, e.g. population.n_items or mechanism.epsilon")
-    values: list[float] = Field(min_length=2, description="the default (small) grid")
-    full_values: list[float] | None = Field(None, min_length=2, description="the full grid, with --full")
-    linked: dict[str, float] = Field(default_factory=dict,
-                                     description="other parameters set to factor x value (rounded for integers), "
-                                                 "e.g. {population.ratings_per_user: 0.5} keeps w = N / 2")
-
-    def apply(self, data: dict, value) -> dict:
-        """Scenario data with this axis at ``value`` (and its linked parameters)."""
-        data = with_parameter(data, self.parameter, value)
-        for dotted, factor in self.linked.items():
-            section, _, key = dotted.partition(".")
-            current = data.get(section, {}).get(key)
-            linked = factor * value
-            data = with_parameter(data, dotted, int(round(linked)) if isinstance(current, int) else linked)
-        return data
-
-    def grid(self, full: bool = False) -> list[float]:
-        values = self.full_values if full and self.full_values else self.values
-        # integers stay integers so integer fields (n_items, ratings_per_user) validate
-        return [int(v) if float(v).is_integer() and not self.parameter.endswith("epsilon") else v for v in values]
-
-
-class SweepConfig(BaseModel):
-    """The users needed (U*) for accurate clustering, measured over grids of parameters."""
-
-    model_config = STRICT
-    axes: list[SweepAxis] = Field(min_length=1)
-    replicates: int = Field(3, ge=1)
-    target_accuracy: float = Field(1.0, gt=0, le=1, description="1.0 = exact item clustering")
-    stable_checkpoints: int = Field(2, ge=1, description="consecutive checkpoints at the target")
-    max_users: int = Field(2_000_000, ge=10)
-    start_users: int = Field(100, ge=1)
-    checkpoints_per_decade: int = Field(20, ge=1)
-    compare: list[MechanismConfig] = Field(
-        default_factory=list, description="more mechanisms measured on the same grids, worlds and seeds as "
-                                          "the scenario's (each axis applies to each of them)")
-    bounds: list[Literal["fano", "scarce", "adaptive"]] = Field(
-        default_factory=list, description="lower bounds on U drawn beside U* (mechanisms/theory.py): Fano, "
-                                          "N^2/(w (e^eps - 1)^2), N log N")
-
-
-class GridConfig(BaseModel):
-    """Held-out utility and ε_LB against ε: the scenario's mechanism and ``compare`` at every ε of ``epsilons``
-    (each point an ordinary run of the same world and seed), ``reference`` mechanisms run once as they are
-    (e.g. non-private ``frank_wolfe``). Run by ``recaudit grid``."""
-
-    model_config = STRICT
-    epsilons: list[float] = Field(min_length=1, description="the ε of every point (replaces each mechanism's "
-                                                            "epsilon)")
-    compare: list[MechanismConfig] = Field(default_factory=list,
-                                           description="more mechanisms run at every ε beside the scenario's "
-                                                       "(without epsilon: the grid sets it)")
-    reference: list[MechanismConfig] = Field(default_factory=list,
-                                             description="mechanisms run once, as written (the baseline lines); "
-                                                         "folder <kind>, or <kind>-<index> when a kind repeats")
-    attacks: dict[str, list[AttackConfig]] = Field(
-        default_factory=dict, description="the attacks of a mechanism kind's points, instead of the scenario's "
-                                          "attack (e.g. {mcsherry_mironov: [{kind: covariance_projection}]})")
-
-    @field_validator("epsilons")
-    @classmethod
-    def _positive_distinct(cls, epsilons: list[float]) -> list[float]:
-        if any(e <= 0 for e in epsilons):
-            raise ValueError("every ε must be > 0")
-        if len(set(epsilons)) != len(epsilons):
-            raise ValueError("ε values must be distinct")
-        return epsilons
-
-    @field_validator("compare", mode="before")
-    @classmethod
-    def _epsilon_from_the_grid(cls, compare: Any, info: ValidationInfo) -> Any:
-        """Each compare mechanism gets the grid's first ε to validate with (every ε is checked per point)."""
-        if not isinstance(compare, list):
-            return compare
-        first = (info.data.get("epsilons") or [1.0])[0]
-        filled = []
-        for i, mechanism in enumerate(compare):
-            if isinstance(mechanism, dict):
-                if "epsilon" in mechanism:
-                    raise ParameterError(f"{i}.epsilon", "set by grid.epsilons; leave it out")
-                mechanism = mechanism | {"epsilon": first}
-            filled.append(mechanism)
-        return filled
 
 
 class Scenario(BaseModel):
@@ -356,7 +105,7 @@ class Scenario(BaseModel):
             raise ParameterError(_mechanism_field(self.mechanism, exc), f"the accountant cannot compute the "
                                                                         f"claim: {exc}") from None
         try:
-            build_estimator(self.audit).check_claim(claim)
+            build_estimator(self.audit).require(claim)
         except EstimatorError as exc:
             raise ParameterError("audit", f"{exc.field}: {exc}") from None
         _check_insert_tick(self.audit, churn)
@@ -511,13 +260,8 @@ def _check_insert_tick(audit: AuditConfig, churn) -> None:
                                                   f"{churn.queries_per_user} (latest: {max(last, 0)})")
 
 
-def build(config: BaseModel, registry: dict[str, type], base_dir: Path | None = None):
-    """Instantiate the registered class a ``kind:`` block names."""
-    return registry[config.kind](**_params(config, {"base_dir": base_dir}))
 
 
-def build_churn(config: BaseModel) -> Churn:
-    return Churn(**_params(config))
 
 
 def build_schedule(scenario: "Scenario", mechanism, population):
@@ -556,23 +300,8 @@ def _check_users_available(population, mechanism, churn) -> None:
                                            "set population.bootstrap: true to resample users")
 
 
-def build_estimator(audit: AuditConfig) -> Estimator:
-    """The registered estimator the audit names, configured from its settings."""
-    cls = ESTIMATORS[audit.estimator_name]
-    return cls(**{name: getattr(audit, name) for name in estimator_settings(cls)})
 
 
-def with_parameter(data: dict, dotted: str, value) -> dict:
-    """A deep copy of scenario data with ``dotted`` (e.g. ``mechanism.epsilon``) set to ``value``."""
-    data = copy.deepcopy(data)
-    *parents, leaf = dotted.split(".")
-    node = data
-    for key in parents:
-        node = node[key]
-    if leaf not in node and not isinstance(node, dict):
-        raise KeyError(dotted)
-    node[leaf] = value
-    return data
 
 
 def command_problems(scenario: Scenario, command: str, kind: str | None = None, workers: int | None = None,

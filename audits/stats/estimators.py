@@ -1,12 +1,17 @@
 """Estimators as registered parts: attack scores in, one :class:`Estimate` out.
 
 Each estimator is a dataclass whose fields are its configuration (they become
-its scenario settings, with their constraints) and whose ``estimate`` turns
-scores into an ε lower bound at level alpha and the p-value of "the claim
-holds". Two kinds of input exist: ``pairs`` (scores of runs in world 0 and in
-world 1: the distinguishing game) and ``canaries`` (one score per canary and
-its secret world: the one-run game). A new estimator is one class here (or
-in its own module) plus one line in ``ESTIMATORS``.
+its scenario settings in ``audit:``, with their constraints) and whose
+``estimate`` turns scores into an ε lower bound at level alpha and the
+p-value of "the claim holds". Two kinds of input exist: ``pairs`` (scores of
+runs in world 0 and in world 1: the distinguishing game) and ``canaries`` (one
+score per canary and its secret world: the one-run game).
+
+One vocabulary: ``class X(Estimator, kind="k")`` registers X in ``ESTIMATORS``;
+its ``method`` (the bound's family) and ``threshold`` (how its test is chosen;
+None: it chooses none) are the names a scenario's ``audit.method`` /
+``audit.threshold`` and a report's ``method`` / ``strategy`` use, so
+:func:`estimator_for` maps a scenario's pair to the one registered kind.
 """
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from annotated_types import Ge, Gt, Le, Lt
+from annotated_types import Ge, Gt, Le, Lt, MinLen
+from pydantic import Field
 
 from mechanisms import ParameterError, PrivacyClaim
+from mechanisms.registry import Registry
 
 from . import bounds, gauss_fit, gdp, one_run, power, rates
 from .pvalues import p_value_from_bound
@@ -26,6 +33,13 @@ from .pvalues import p_value_from_bound
 
 class EstimatorError(ParameterError):
     """An estimator's settings are wrong, or it cannot judge this claim (``field`` names the setting at fault)."""
+
+
+#: every registered estimator, by kind
+ESTIMATORS: Registry = Registry("estimator")
+SELECTION_FRACTION = Field(description="split: share of trials that pick the threshold")
+GUESS_FRACTION = Field(description="one-run: share of canaries guessed in (and out); default: the count planned "
+                                   "on the claim (docs/guide/estimators.md)")
 
 
 @dataclass(frozen=True)
@@ -72,11 +86,31 @@ class Estimate:
 class Estimator(ABC):
     """Turns scores into an :class:`Estimate` against a claim at level alpha."""
 
-    name: ClassVar[str]
+    #: the registered name (``class X(Estimator, kind="x")`` sets it and registers X in ``ESTIMATORS``)
+    kind: ClassVar[str] = ""
+    #: the bound's family and how the test is chosen: a scenario's ``audit.method`` / ``audit.threshold``
+    method: ClassVar[str] = "clopper-pearson"
+    threshold: ClassVar[str | None] = None
     input: ClassVar[Literal["pairs", "canaries"]] = "pairs"
+    #: settings of the conformance suite's instance (``audits.checks``)
+    test_params: ClassVar[dict[str, Any]] = {}
 
-    def check_claim(self, claim: PrivacyClaim) -> None:
-        """Raise :class:`EstimatorError` when this estimator cannot judge ``claim``."""
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        ESTIMATORS.add(cls, kind)
+
+    def refusal(self, claim: PrivacyClaim) -> str | None:
+        """Why this estimator cannot judge ``claim`` (None: it can). The one place an estimator says so."""
+        return None
+
+    def supports(self, claim: PrivacyClaim) -> bool:
+        return self.refusal(claim) is None
+
+    def require(self, claim: PrivacyClaim) -> None:
+        """Raise :class:`EstimatorError` (naming ``method``) when this estimator cannot judge ``claim``."""
+        reason = self.refusal(claim)
+        if reason is not None:
+            raise EstimatorError("method", reason)
 
     @abstractmethod
     def estimate(self, scores: np.ndarray, worlds: np.ndarray | None, claim: PrivacyClaim,
@@ -105,11 +139,11 @@ def _no_ranking(scores: np.ndarray) -> bool:
 
 
 @dataclass(frozen=True)
-class Split(Estimator):
+class ClopperPearsonSplit(Estimator, kind="split"):
     """Clopper–Pearson: the threshold chosen on ``selection_fraction`` of the runs, the bound on the rest."""
 
-    name: ClassVar[str] = "split"
-    selection_fraction: Annotated[float, Gt(0), Lt(1)] = 0.5
+    threshold: ClassVar[str] = "split"
+    selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
     def estimate(self, scores, worlds, claim, alpha):
         bound = bounds.split_epsilon_bound(scores[0], scores[1], alpha=alpha, delta=claim.delta,
@@ -120,12 +154,15 @@ class Split(Estimator):
 
 
 @dataclass(frozen=True)
-class Bonferroni(Estimator):
+class Bonferroni(Estimator, kind="bonferroni"):
     """Clopper–Pearson over a threshold grid fixed in advance, Bonferroni-corrected; uses every run."""
 
-    name: ClassVar[str] = "bonferroni"
-    thresholds: list[float] | None = None
-    score_range: tuple[float, float] | None = None
+    threshold: ClassVar[str] = "bonferroni"
+    test_params: ClassVar[dict[str, Any]] = {"score_range": (-3.0, 3.0)}
+    thresholds: Annotated[Annotated[list[float], MinLen(1)] | None,
+                          Field(description="bonferroni: the fixed threshold grid")] = None
+    score_range: Annotated[tuple[float, float] | None,
+                           Field(description="bonferroni: grid_size thresholds over it")] = None
     grid_size: Annotated[int, Ge(1)] = 100
 
     def __post_init__(self) -> None:
@@ -145,12 +182,14 @@ class Bonferroni(Estimator):
 
 
 @dataclass(frozen=True)
-class Explicit(Estimator):
+class Explicit(Estimator, kind="explicit"):
     """Clopper–Pearson for one test (threshold and direction) fixed in advance; uses every run."""
 
-    name: ClassVar[str] = "explicit"
-    threshold_value: float | None = None
-    direction: Literal[1, -1] = 1
+    threshold: ClassVar[str] = "explicit"
+    test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
+    threshold_value: Annotated[float | None, Field(description="explicit: the threshold, fixed in advance")] = None
+    direction: Annotated[Literal[1, -1],
+                         Field(description="explicit: +1 guesses world 1 when score >= threshold")] = 1
 
     def __post_init__(self) -> None:
         if self.threshold_value is None:
@@ -165,7 +204,7 @@ class Explicit(Estimator):
 
 
 @dataclass(frozen=True)
-class GaussianDP(Estimator):
+class GaussianDP(Estimator, kind="gdp"):
     """f-DP: a μ lower bound from the error-rate bounds, converted to ε at the claim's δ.
 
     Valid only against a claim with a Gaussian trade-off curve (it carries
@@ -173,20 +212,21 @@ class GaussianDP(Estimator):
     overstates ε, so those are refused.
     """
 
-    name: ClassVar[str] = "gdp"
-    selection_fraction: Annotated[float, Gt(0), Lt(1)] = 0.5
+    method: ClassVar[str] = "gdp"
+    threshold: ClassVar[str] = "split"
+    selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
-    def check_claim(self, claim: PrivacyClaim) -> None:
+    def refusal(self, claim: PrivacyClaim) -> str | None:
         if claim.delta <= 0:
-            raise EstimatorError("method", "gdp converts mu to epsilon at the claim's delta, but the mechanism "
-                                           "claims pure epsilon-DP (delta = 0); use clopper-pearson")
+            return ("gdp converts mu to epsilon at the claim's delta, but the mechanism claims pure epsilon-DP "
+                    "(delta = 0); use clopper-pearson")
         if claim.gaussian_mu is None:
-            raise EstimatorError("method", "gdp converts through a Gaussian trade-off curve, but the mechanism's "
-                                           "claim has none (its privacy events are not all Gaussian); "
-                                           "use clopper-pearson")
+            return ("gdp converts through a Gaussian trade-off curve, but the mechanism's claim has none (its "
+                    "privacy events are not all Gaussian); use clopper-pearson")
+        return None
 
     def estimate(self, scores, worlds, claim, alpha):
-        self.check_claim(claim)
+        self.require(claim)
         bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
         counts = _counts(bound)
         return _pairs_estimate(bound, p_value_from_bound(
@@ -207,18 +247,18 @@ class _Guesses(Estimator):
     input: ClassVar[str] = "canaries"
 
     def _guesses(self, m: int, claim: PrivacyClaim, alpha: float) -> tuple[int, float | None]:
-        k, optimal = power.plan_guesses(m, claim, alpha, self.name)
+        k, optimal = power.plan_guesses(m, claim, alpha, self.kind)
         if self.guess_fraction is not None:
             k = int(self.guess_fraction * m)
         return k, optimal
 
 
 @dataclass(frozen=True)
-class OneRun(_Guesses):
+class OneRun(_Guesses, kind="one-run"):
     """Steinke–Nasr–Jagielski one-run bound from the planned (or ``guess_fraction``) guesses."""
 
-    name: ClassVar[str] = "one-run"
-    guess_fraction: Annotated[float, Gt(0), Le(0.5)] | None = None
+    method: ClassVar[str] = "one-run"
+    guess_fraction: Annotated[Annotated[float, Gt(0), Le(0.5)] | None, GUESS_FRACTION] = None
 
     def estimate(self, scores, worlds, claim, alpha):
         k, optimal = self._guesses(scores.size, claim, alpha)
@@ -228,7 +268,7 @@ class OneRun(_Guesses):
 
 
 @dataclass(frozen=True)
-class FDPOneRun(_Guesses):
+class FDPOneRun(_Guesses, kind="fdp-one-run"):
     """f-DP one-run bound (Mahloujifar, Melis, Chaudhuri 2025) against the claim's Gaussian curve.
 
     Guesses as ``one-run`` (planned for this estimator's bound); tests "the
@@ -236,14 +276,14 @@ class FDPOneRun(_Guesses):
     claims without one. ε figures are μ converted at the claim's δ.
     """
 
-    name: ClassVar[str] = "fdp-one-run"
-    guess_fraction: Annotated[float, Gt(0), Le(0.5)] | None = None
+    method: ClassVar[str] = "fdp-one-run"
+    guess_fraction: Annotated[Annotated[float, Gt(0), Le(0.5)] | None, GUESS_FRACTION] = None
 
-    def check_claim(self, claim: PrivacyClaim) -> None:
-        GaussianDP().check_claim(claim)
+    def refusal(self, claim: PrivacyClaim) -> str | None:
+        return GaussianDP().refusal(claim)
 
     def estimate(self, scores, worlds, claim, alpha):
-        self.check_claim(claim)
+        self.require(claim)
         k, optimal = self._guesses(scores.size, claim, alpha)
         bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
         return Estimate(bound, one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu),
@@ -251,7 +291,7 @@ class FDPOneRun(_Guesses):
 
 
 @dataclass(frozen=True)
-class GaussFit(Estimator):
+class GaussFit(Estimator, kind="gauss-fit"):
     """Gaussian fit of the canary scores (after "Let's Ask Gauss", 2026): a μ bound from every score.
 
     Valid when, given its bit, each canary's score is Gaussian with one
@@ -261,32 +301,45 @@ class GaussFit(Estimator):
     Any claim with δ > 0: the Gaussian scores alone imply ε at δ.
     """
 
-    name: ClassVar[str] = "gauss-fit"
+    method: ClassVar[str] = "gauss-fit"
     input: ClassVar[str] = "canaries"
-    check_alpha: Annotated[float, Ge(0), Lt(1)] = 0.01
+    check_alpha: Annotated[float, Ge(0), Lt(1),
+                           Field(description="gauss-fit: level of the Gaussian model checks (0: none)")] = 0.01
 
-    def check_claim(self, claim: PrivacyClaim) -> None:
+    def refusal(self, claim: PrivacyClaim) -> str | None:
         if claim.delta <= 0:
-            raise EstimatorError("method", "gauss-fit converts a Gaussian μ to ε at the claim's delta, but the "
-                                           "mechanism claims pure epsilon-DP (delta = 0); use one-run")
+            return ("gauss-fit converts a Gaussian μ to ε at the claim's delta, but the mechanism claims pure "
+                    "epsilon-DP (delta = 0); use one-run")
+        return None
 
     def estimate(self, scores, worlds, claim, alpha):
-        self.check_claim(claim)
+        self.require(claim)
         bound = gauss_fit.gauss_fit_audit(scores, worlds, alpha, claim.delta, self.check_alpha)
         p_value = 1.0 if bound.model_rejected else gauss_fit.claim_p_value(bound, claim.epsilon)
         return Estimate(bound, p_value, power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, claim, alpha),
                         _no_ranking(scores) or bound.model_rejected)
 
 
-ESTIMATORS: dict[str, type[Estimator]] = {
-    "split": Split,
-    "bonferroni": Bonferroni,
-    "explicit": Explicit,
-    "gdp": GaussianDP,
-    "one-run": OneRun,
-    "fdp-one-run": FDPOneRun,
-    "gauss-fit": GaussFit,
-}
+def estimator_for(method: str, threshold: str) -> type[Estimator]:
+    """The registered estimator of a scenario's ``(method, threshold)``: its ``method``, and its ``threshold``
+    unless it chooses none."""
+    for cls in ESTIMATORS.values():
+        if cls.method == method and cls.threshold in (None, threshold):
+            return cls
+    named = [cls for cls in ESTIMATORS.values() if cls.method == method]
+    if named:
+        raise EstimatorError("threshold", f"the {method} method chooses its threshold by {named[0].threshold}")
+    raise EstimatorError("method", f"unknown method {method!r}; registered: {', '.join(methods())}")
+
+
+def methods() -> list[str]:
+    """Every ``audit.method`` a registered estimator answers to."""
+    return list(dict.fromkeys(cls.method for cls in ESTIMATORS.values()))
+
+
+def thresholds() -> list[str]:
+    """Every ``audit.threshold`` a registered estimator answers to."""
+    return list(dict.fromkeys(cls.threshold for cls in ESTIMATORS.values() if cls.threshold is not None))
 
 
 def estimator_settings(cls: type[Estimator]) -> list[str]:

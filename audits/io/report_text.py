@@ -1,0 +1,246 @@
+"""The words and numbers of reports: Markdown escaping, the bound and verdict sentences, report.md."""
+from __future__ import annotations
+
+import re
+
+from ..utility import utility_summary
+from . import plots
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+_MD_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def md(text) -> str:
+    """``text`` safe inside one Markdown line or table cell: line breaks become spaces, markup characters are
+    backslash-escaped and ``< > &`` become entities (so no raw HTML tag survives, whatever the renderer)."""
+    return _MD_SPECIAL.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
+                           " ".join(str(text).splitlines()))
+
+
+def confidence_text(confidence: float) -> str:
+    """A confidence as people read it, worded the same everywhere (stdout, Markdown, HTML, plots): ``97.5 %``."""
+    return f"{100 * confidence:.4g} %"
+
+
+def at_ceiling(test: dict) -> bool:
+    """Whether a test's (or the audit's strongest) bound sits at its ceiling: the leakage is at least that,
+    and more runs would show more."""
+    ceiling = test.get("ceiling")
+    return ceiling is not None and test["epsilon_lb"] >= ceiling * (1 - 1e-9) and ceiling > 0
+
+
+CEILING_NOTE = "at least the ceiling — more runs would show more"
+
+
+def bound_text(test: dict, digits: int = 3) -> str:
+    """``ε ≥ 1.23 at 95 % confidence (ceiling 10.2)``, flagged when the bound is at its ceiling."""
+    ceiling = "unbounded" if test["ceiling"] is None else f"{test['ceiling']:.{digits}g}"
+    note = f": {CEILING_NOTE}" if at_ceiling(test) else ""
+    return f"ε ≥ {test['epsilon_lb']:.{digits}g} at {confidence_text(test['confidence'])} confidence " \
+           f"(ceiling {ceiling}{note})"
+
+
+def summary_line(report: dict) -> str:
+    """The one line ``recaudit run`` prints: claim, strongest bound, verdict, utility."""
+    audit, claim = report["audit"], report["claim"]
+    name = " ".join(str(report["scenario"]["name"]).splitlines())  # a name cannot forge a line of output
+    said = "no privacy claim, measured leakage" if claim["epsilon"] is None else \
+        f"claim ε={claim['epsilon']:g} (δ={claim['delta']:g});"
+    ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
+    note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
+    power = ("; uninformative" if audit.get("uninformative") else "") + (
+        f"; optimal test {audit['optimal_epsilon_lb']:.4f}" if audit.get("optimal_epsilon_lb") is not None else "")
+    return (f"{name}: {said} ε_LB={audit['epsilon_lb']:.4f} at {confidence_text(audit['confidence'])} confidence "
+            f"(ceiling {ceiling}{note}{power}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
+
+
+def claim_epsilon(epsilon) -> str:
+    """A claim's ε for people: ``none`` for a claim that promises nothing (its ε is null in JSON)."""
+    return "none" if epsilon is None else f"{epsilon:g}"
+
+
+def verdict_sentence(report: dict) -> str:
+    """The verdict in one sentence: the claim, the strongest bound at its confidence and ceiling, the verdict.
+
+    Beside the bound, what the optimal test would show at this budget if the
+    claim were tight; an uninformative strongest test is named as such, never
+    as evidence.
+    """
+    claim, audit = report["claim"], report["audit"]
+    delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
+    tests = audit["tests_in_family"]
+    best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
+    if audit.get("uninformative"):
+        shows = (f"{'its test is' if tests == 1 else f'all {tests} tests are'} uninformative (the best cut calls "
+                 f"every run one world, or the scores rank nothing), so ε_LB = 0 is no evidence about the claim")
+    else:
+        shows = f"{best} shows {bound_text(audit)}"
+    optimal = audit.get("optimal_epsilon_lb")
+    power = (f"; the optimal test at this budget would show ε ≥ {optimal:.3g} if the claim were tight"
+             if optimal is not None else "")
+    if report["verdict"] == "no_claim":
+        return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; "
+                + (shows if audit.get("uninformative") else f"{best} measures leakage {bound_text(audit)}")
+                + ": no_claim.")
+    scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
+            f"per {claim['unit']}{scope}; {shows}{power}: {report['verdict']}.")
+
+
+def report_markdown(report: dict) -> str:
+    """A short human summary of ``report``."""
+    claim, audit, util = report["claim"], report["audit"], report["utility"]
+    runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
+            else f"{audit['canaries']:,} canaries in one run")
+    lines = [
+        f"# Audit: {md(report['scenario']['name'])}",
+        "",
+        md(report["summary"]),
+        "",
+        f"**Verdict: {report['verdict']}** — "
+        + ("the mechanism claims nothing: ε_LB is the leakage measured, and the p-values test \"no leakage "
+           "at all\" (ε = 0)." if report["verdict"] == "no_claim" else
+           "the claim is contradicted: the mechanism is provably less private than it says."
+           if report["verdict"] == "violated" else
+           "the claim is not contradicted by this audit (an audit can never prove privacy)."),
+        "",
+        *([md(report["scenario"]["description"]), ""] if report["scenario"].get("description") else []),
+        f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
+        + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
+           f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
+           if claim["epsilon"] is not None else "no privacy claim")
+        + f"; the attacks read the `{audit['view']}` view"
+        + (f" ({claim['note']})" if claim.get("note") else ""),
+        f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
+        f"confidence (ceiling {_fmt(audit['ceiling'])}"
+        + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
+        f"(design `{audit['design']}`)" + (" — **uninformative**" if audit.get("uninformative") else ""),
+        f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
+        f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight",
+        f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
+        f"{audit['correction']}",
+        f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
+        + (f" (reference: {md(util['reference'])})" if util.get("reference") and utility_measured(util) else ""),
+        "",
+        "## Tests",
+        "",
+        "| test | claim ε | ε_LB | optimal ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
+        "Holm p | verdict |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|",
+    ]
+    for t in report["tests"]:
+        verdict = t["verdict"] + (" (uninformative)" if t.get("uninformative") else "")
+        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {epsilon_cell(t)} | "
+                     f"{_fmt(t.get('optimal_epsilon_lb'))} | {confidence_text(t['confidence'])} | "
+                     f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
+                     f"{counts_text(t['counts'])} | {_fmt(t['holm_adjusted_p_value'])} | {verdict} |")
+    reach = [line for line in map(reach_sentence, report["tests"]) if line]
+    if reach:
+        lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
+                  ""] + [f"- {md(line)}" for line in reach]
+    lines += [
+        "",
+        "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
+        f"show ({CEILING_NOTE} when a bound reaches it); optimal ε_LB is what the best test would show on the "
+        "same runs if the claim were exactly tight (about its median). An *uninformative* test's cut calls every "
+        "run one world (or its scores rank nothing): its ε_LB = 0 is no evidence. A verdict is `violated` when "
+        "the Holm-adjusted p-value of \"the claim holds\" is below α.",
+        "",
+    ]
+    curve = utility_curve(util)
+    if curve:
+        lines += ["## Utility over time", "", f"| time | users seen | {md(util['metric'])} |", "|---:|---:|---:|"]
+        lines += [f"| {p['time']:g} | {p['users_seen']:,} | {_fmt(value)} |" for p, value in curve]
+        lines.append("")
+    w = report["world"]
+    lines += [f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
+              f"arrived, {w['users_answered']:,} answered; {schedule_text(report)}; "
+              f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "") + ".",
+              "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
+    return "\n".join(lines)
+
+
+def epsilon_cell(test: dict) -> str:
+    """A test's ε_LB for a table cell: ``≥ 3.98 (at the ceiling)`` when it is at its ceiling."""
+    return f"≥ {test['epsilon_lb']:.4f} (at the ceiling)" if at_ceiling(test) else f"{test['epsilon_lb']:.4f}"
+
+
+def utility_curve(utility: dict) -> list[tuple[dict, float]]:
+    """The utility of every release that has one, as (point, value); empty when no release is scored."""
+    key = plots.curve_value(utility)
+    return [(p, p[key]) for p in utility.get("curve", []) if p.get(key) is not None]
+
+
+def utility_measured(utility: dict) -> bool:
+    return bool(utility_curve(utility)) or utility.get("rmse") is not None \
+        or utility.get("final_accuracy") is not None
+
+
+def schedule_text(report: dict) -> str:
+    """How the world ran, in words: the panel's rounds and its one release, or churn's releases."""
+    world = report["world"]
+    if world.get("panel_rounds") is not None:
+        return (f"a panel: every user present from the start, {world['panel_rounds']} round(s) of answers, "
+                f"{world['releases']} release(s) after the last round")
+    churn = report["scenario"].get("churn") or {}
+    every = f" (every {churn['release_interval']:g})" if churn.get("release_interval") else ""
+    return f"users arriving and leaving until t = {world.get('horizon', 0):g}, {world['releases']} releases{every}"
+
+
+def population_text(population: dict) -> str:
+    """One line naming the population (its kind, and the file for real data)."""
+    if population.get("path") is not None:
+        return f"{population['kind']} from {population['path']}"
+    return str(population["kind"])
+
+
+def reach_sentence(test: dict) -> str | None:
+    """One line on the audited pair's reach against the claim (white-box tests), or None."""
+    r = test.get("pair_reach")
+    if not r or r.get("epsilon_pair") is None:
+        return None
+    how = (f"μ_pair = {r['mu_pair']:.4g} (claim's μ {_fmt(r.get('mu_claim'))})" if r["law"] == "gaussian"
+           else "Laplace, pure ε")
+    loose = (f"; the claim is loose by {r['looseness']:.3g}x for this pair" if r.get("looseness") and
+             r["looseness"] > 1.05 else "")
+    return (f"{test['name']}: the pair reaches ε = {r['epsilon_pair']:.4g} ({how}) against the claimed "
+            f"{claim_epsilon(test['claim']['epsilon'])}{loose}; ε_LB / ε_pair = {_fmt(r.get('tightness_vs_pair'))}")
+
+
+def accounting_note(scenario) -> dict:
+    """``requested_epsilon`` and a ``note`` when the accountant's ε for one answer exceeds the mechanism's ε."""
+    from mechanisms import MECHANISMS
+    from mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
+
+    config = scenario.model_dump(mode="json")["mechanism"]  # also a run folder's recorded scenario
+    requested = config.get("epsilon")
+    accounted = (MECHANISMS[config["kind"]](**{k: v for k, v in config.items() if k != "kind"}).claim.epsilon
+                 if requested is not None else None)
+    if accounted is None or accounted <= requested * (1 + 1e-6):
+        return {}
+    why = ("the accountant (dp-accounting) rounds every privacy loss up to its grid (2^-33 for randomized "
+           "response, 2^-17 otherwise), so an ε below one step is accounted as a step"
+           if accounted - requested <= DEFAULT_VALUE_DISCRETIZATION else
+           "the accountant finds a larger ε for one answer than the mechanism's parameter")
+    return {"requested_epsilon": requested,
+            "note": f"requested ε = {requested:g} per answer is accounted as {accounted:.3g}: {why}; the audit "
+                    "tests the accounted claim (it is the larger, so the conservative one)"}
+
+
+def counts_text(counts: dict) -> str:
+    """A test's counts for people."""
+    if "false_pos" in counts:
+        return f"FP {counts['false_pos']}/{counts['n_neg']}, FN {counts['false_neg']}/{counts['n_pos']}"
+    if "n_in" in counts:
+        return f"{counts['m']} canary scores fitted ({counts['n_in']} in, {counts['n_out']} out)"
+    return f"{counts['v']}/{counts['r']} guesses right of {counts['m']}"
+
+
+def _strongest(tests: list[dict]) -> dict:
+    """The test with the largest ε_LB; among equals an informative one (an uninformative 0 is no evidence)."""
+    return max(tests, key=lambda t: (t["epsilon_lb"], not t["uninformative"]))
