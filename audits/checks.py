@@ -27,7 +27,7 @@ from mechanisms.accounting import GaussianRelease, account
 from mechanisms.checks import yield_checks as mechanism_checks_without_world
 from simulator.churn import Churn
 from simulator.engine import run_protocol
-from simulator.population import POPULATIONS
+from simulator.populations import POPULATIONS
 from simulator.seeds import stream
 from simulator.transcript import Recorder, Transcript
 

@@ -204,7 +204,7 @@ def _version() -> str:
 def _cmd_list() -> int:
     from attacks import ATTACKS
     from mechanisms import MECHANISMS
-    from simulator.population import POPULATIONS
+    from simulator.populations import POPULATIONS
 
     from .designs import DESIGNS
     from .io.schema import summary

@@ -23,7 +23,7 @@ from mechanisms import MECHANISMS, PrivacyClaim
 from mechanisms.errors import BadInput
 from simulator.engine import run_protocol
 from simulator.neighbours import TargetPair, policy_for
-from simulator.population import POPULATIONS
+from simulator.populations import POPULATIONS
 from simulator.ratings import ratings_limit
 from simulator.seeds import child_seed, stream
 from simulator.transcript import Recorder

@@ -27,7 +27,7 @@ import numpy as np
 
 from mechanisms import MECHANISMS, theory
 from simulator.learning import checkpoints, learning_curve
-from simulator.population import POPULATIONS
+from simulator.populations import POPULATIONS
 from simulator.seeds import child_seed, stream
 
 from .executors import as_finished, open_executor

@@ -115,7 +115,8 @@ def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], rep
     import numpy as np
 
     from mechanisms import FrankWolfe
-    from simulator.population import MatrixPopulation, rank_one_world
+    from simulator.population import rank_one_world
+    from simulator.populations import MatrixPopulation
 
     rows = []
     for seed in range(first_seed, first_seed + repeats):
@@ -160,7 +161,8 @@ def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int
     import numpy as np
 
     from mechanisms import FrankWolfe
-    from simulator.population import MatrixPopulation, StarSBMPopulation
+    from simulator.population import StarSBMPopulation
+    from simulator.populations import MatrixPopulation
     from simulator.ratings import load_ratings, write_population_file
 
     stars = [[[0.05, 0.1, 0.25, 0.35, 0.25], [0.3, 0.35, 0.2, 0.1, 0.05]],
@@ -202,7 +204,8 @@ def row_bound_study(users: int, bounds: list[float], epsilons: list[float], iter
     import numpy as np
 
     from mechanisms import FrankWolfe, PrivateFrankWolfe
-    from simulator.population import MatrixPopulation, rank_one_world
+    from simulator.population import rank_one_world
+    from simulator.populations import MatrixPopulation
 
     world = rank_one_world(users, 400, 80, np.random.default_rng(seed))
     population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
@@ -235,7 +238,8 @@ def eigen_trace(users: int, row_bound: float, epsilon: float, iterations: int = 
 
     from mechanisms import FrankWolfe, PrivateFrankWolfe
     from simulator.engine import run_protocol
-    from simulator.population import MatrixPopulation, rank_one_world
+    from simulator.population import rank_one_world
+    from simulator.populations import MatrixPopulation
     from simulator.schedules import Panel
     from simulator.transcript import Recorder
 

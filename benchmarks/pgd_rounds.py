@@ -24,7 +24,8 @@ def one_run(users: int, epsilon: float, row_bound: float, iterations: int, seed:
     from audits.utility import completion_rmse
     from mechanisms import PrivateProjectedGradient
     from simulator.engine import run_protocol
-    from simulator.population import MatrixPopulation, rank_one_world
+    from simulator.population import rank_one_world
+    from simulator.populations import MatrixPopulation
     from simulator.schedules import Panel
     from simulator.transcript import Recorder
 

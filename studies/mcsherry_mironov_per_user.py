@@ -43,7 +43,7 @@ from attacks.covariance_projection import CovarianceProjectionAttack
 from mechanisms import McSherryMironov, McSherryMironovPerUserClaim, UserBatch
 from mechanisms.mcsherry_mironov import MEASUREMENTS, _weighted_gram, user_level_rating_epsilon
 from simulator.neighbours import TargetPair
-from simulator.population import RankOneMatrix
+from simulator.populations import RankOneMatrix
 from simulator.schedules import Panel
 from simulator.seeds import child_seed, stream
 

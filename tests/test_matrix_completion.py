@@ -26,7 +26,7 @@ from mechanisms.matrix_completion import LowRankRows, clip_rows, gram, observed,
 from mechanisms.projected_gradient import PrivateProjectedGradient
 from simulator.engine import run_protocol
 from simulator.neighbours import policy_for
-from simulator.population import MatrixPopulation
+from simulator.populations import MatrixPopulation
 from simulator.schedules import Panel
 from simulator.transcript import Recorder
 

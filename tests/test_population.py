@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from mechanisms import ParameterError
-from simulator.population import (RankOnePopulation, RatingsFilePopulation, SBMPopulation, StarSBMPopulation,
-                                  _sizes_from_weights, rank_one_world)
+from simulator.population import (RankOnePopulation, SBMPopulation, StarSBMPopulation, _sizes_from_weights,
+                                  rank_one_world)
+from simulator.populations import RatingsFilePopulation
 
 B = [[0.9, 0.3], [0.6, 0.1]]
 

@@ -14,7 +14,8 @@ from scipy import sparse
 
 from audits.cli import main
 from mechanisms import ParameterError
-from simulator.population import RatingsFilePopulation, StarSBMPopulation
+from simulator.population import StarSBMPopulation
+from simulator.populations import RatingsFilePopulation
 from simulator.ratings import (RatingsFileError, load_ratings, read_ratings, write_population_file,
                                write_ratings)
 
@@ -253,7 +254,7 @@ from pathlib import Path
 import numpy as np
 from mechanisms import MaxSense
 from simulator.churn import Churn, simulate
-from simulator.population import RatingsFilePopulation
+from simulator.populations import RatingsFilePopulation
 
 def peak_mb():
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -316,7 +316,7 @@ def test_ratings_file_runs_report_agreement_with_the_non_private_clustering(tmp_
     import pandas as pd
 
     from audits.utility import clustering_accuracy, utility_reference
-    from simulator.population import RatingsFilePopulation
+    from simulator.populations import RatingsFilePopulation
 
     rng = np.random.default_rng(7)
     planted = (np.arange(24) >= 12).astype(int)  # items 0-11 liked by 80% of raters, 12-23 by 15%

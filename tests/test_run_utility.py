@@ -15,7 +15,8 @@ from mechanisms.sp2 import SP2
 from mechanisms.xin_jaakkola import XinJaakkola
 from simulator.churn import Churn
 from simulator.engine import Inserted, run_protocol
-from simulator.population import SelectiveStarSBMPopulation, StarSBMPopulation
+from simulator.population import StarSBMPopulation
+from simulator.populations import SelectiveStarSBMPopulation
 from simulator.transcript import Recorder
 
 STARS = [[[0.02, 0.05, 0.13, 0.35, 0.45], [0.45, 0.35, 0.13, 0.05, 0.02]],

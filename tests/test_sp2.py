@@ -12,7 +12,8 @@ from mechanisms.sp2 import (SP2, AuxData, SP2LeakyDownload, allocate_private, cl
 from simulator.engine import Inserted, run_protocol
 from simulator.churn import Churn
 from simulator.neighbours import PAIR_POLICIES, PairError, policy_for
-from simulator.population import SelectiveStarSBMPopulation, StarSBMPopulation
+from simulator.population import StarSBMPopulation
+from simulator.populations import SelectiveStarSBMPopulation
 
 STARS = [[[0.05, 0.05, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.05, 0.05]],
          [[0.4, 0.3, 0.2, 0.05, 0.05], [0.05, 0.05, 0.2, 0.3, 0.4]]]

@@ -16,7 +16,7 @@ from mechanisms.frank_wolfe import PrivateFrankWolfe
 from mechanisms.matrix_completion import upper
 from simulator.engine import Inserted, run_protocol
 from simulator.neighbours import SingleItemReplace
-from simulator.population import RankOneMatrix
+from simulator.populations import RankOneMatrix
 from simulator.schedules import Panel
 from simulator.seeds import stream
 from simulator.transcript import Recorder, statistics_view

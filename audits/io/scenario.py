@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_va
 
 from mechanisms import MECHANISMS, ParameterError, WorldInfo
 from simulator.neighbours import policy_for
-from simulator.population import POPULATIONS
+from simulator.populations import POPULATIONS
 from simulator.ratings import ratings_limit
 from simulator.schedules import Panel
 

@@ -115,7 +115,7 @@ def reference_markdown() -> str:
     """The scenario reference page: every section, and every registered kind with its fields."""
     from attacks import ATTACKS
     from mechanisms import MECHANISMS
-    from simulator.population import POPULATIONS
+    from simulator.populations import POPULATIONS
 
     schema = Scenario.model_json_schema()
     defs = schema["$defs"]

@@ -21,7 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, create_model
 from attacks import ATTACKS
 from mechanisms import MECHANISMS, ParameterError
 from simulator.churn import Churn
-from simulator.population import POPULATIONS
+from simulator.populations import POPULATIONS
 
 from ..designs import DESIGNS
 from ..executors import MAX_WORKERS
