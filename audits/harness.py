@@ -29,24 +29,21 @@ a fixed seed reproduces the audit exactly.
 """
 from __future__ import annotations
 
-import logging
-import math
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, output_table
-from attacks.sparse import SparseBoostedAttack
+from attacks.learned import OutputAttack, output_table
 from mechanisms import PrivacyClaim
 
 from .stats.rates import BoundResult, epsilon_lower_bound
 from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
 from .stats.bounds import heldout_epsilon_bound
-from .stats.thresholds import select_threshold
 from .stats.estimators import ESTIMATORS, GaussianDP
 from .stats.pvalues import holm_adjust, p_value_from_bound
+from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
+                       _learned_scores, _probe, _split_sizes)
 
 __all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
            "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
@@ -56,10 +53,7 @@ __all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "Neig
 METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs" and cls.threshold == "split")
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
 #: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
-LEARNED = {**OUTPUT_ATTACKS, SparseBoostedAttack.kind: SparseBoostedAttack}
 ATTACK_CHOICES = ("auto", "identity", *LEARNED)
-#: Share of the selection runs a learned attack is fitted on (the rest choose the threshold).
-FIT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -128,125 +122,6 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
     if isinstance(seed, np.random.SeedSequence):
         return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
     return np.random.SeedSequence(seed)
-
-
-def _hand_scores(outputs, score: Callable, trials: int, world: int) -> np.ndarray:
-    s = np.asarray(score(outputs), dtype=float).ravel()
-    if s.size != trials:
-        hint = ""
-        if s.size > trials and s.size % trials == 0:
-            hint = (f"; the outputs look like vectors of {s.size // trials} per trial: a score must reduce each "
-                    "output to one number, or drop score= (and the mechanism's .score) to let a learned "
-                    "attack read them")
-        raise ValueError(f"world {world}: expected {trials} scores (one per trial), got {s.size}{hint}")
-    return s
-
-
-#: draws per world of the determinism probe and the time estimate before an audit
-PROBE_DRAWS = 16
-#: an audit expected to take longer than this many seconds logs its estimate first
-ESTIMATE_AFTER_SECONDS = 10.0
-log = logging.getLogger("recaudit")
-
-
-def _same_outputs(a, b) -> bool:
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_outputs(a[k], b[k]) for k in a)
-    if isinstance(a, (tuple, list)) and not isinstance(a, np.ndarray):
-        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(_same_outputs, a, b))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and bool(np.all((a == b) | ((a != a) & (b != b))))  # NaN equals NaN here
-
-
-def _probe(mechanism, value, trials: int, seed: np.random.SeedSequence) -> str | None:
-    """Sample ``PROBE_DRAWS`` twice with one seed: why the run will not reproduce (None: it will).
-
-    Also logs the audit's expected duration, from the probe's pace, when it exceeds ``ESTIMATE_AFTER_SECONDS``.
-    """
-    start = time.perf_counter()
-    first = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
-    second = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
-    expected = (time.perf_counter() - start) / (2 * PROBE_DRAWS) * 2 * trials
-    if expected > ESTIMATE_AFTER_SECONDS:
-        log.info("the audit will take about %.0f s (%s draws per world at the probe's pace)", expected,
-                 f"{trials:,}")
-    declared = getattr(mechanism, "not_reproducible", None)
-    if declared:
-        return declared
-    if not _same_outputs(first, second):
-        return ("the same seed gave different outputs in a probe of two samples: the mechanism draws "
-                "randomness it is not given through rng")
-    return None
-
-
-def _encode_categories(outputs: list) -> list:
-    """Outputs that are labels (strings, objects) as integer codes, the same code for a label in both worlds."""
-    arrays = [np.asarray(out) if not isinstance(out, (dict, tuple, list)) else None for out in outputs]
-    if any(a is None or a.dtype.kind not in "OUS" for a in arrays):
-        return outputs
-    labels = np.concatenate([a.reshape(len(a), -1) for a in arrays]).astype(str)
-    _, codes = np.unique(labels, return_inverse=True)
-    codes = codes.reshape(labels.shape).astype(np.int64)
-    split = np.cumsum([len(a) for a in arrays])[:-1]
-    return [c.reshape(a.shape) for c, a in zip(np.split(codes, split), arrays)]
-
-
-def _split_sizes(n: int, selection_fraction: float) -> int:
-    k = int(math.floor(selection_fraction * n))
-    if k < 1 or k >= n:
-        raise ValueError(f"trials = {n} per world leaves no selection or no evaluation run")
-    return k
-
-
-def _auto_candidates(table0, table1) -> list[OutputAttack]:
-    """What ``auto`` chooses among: the histogram alone for small discrete outputs, else two classifiers.
-
-    The classifiers: ``logistic`` (exact for Gaussian shifts) and
-    ``sparse_boosted`` (gradient boosting on the output plus features of its
-    rare coordinates: non-linear, and it finds a rare answer among many ⊥).
-    """
-    if table0.discrete.all():
-        histogram = HistogramAttack()
-        distinct = np.unique(np.vstack([table0.values, table1.values]), axis=0).shape[0]
-        if distinct <= histogram.max_categories:
-            return [histogram]
-    return [LEARNED["logistic"](), LEARNED["sparse_boosted"]()]
-
-
-def _learned_scores(attack, tables, selection_fraction: float, seed, alpha: float,
-                    delta: float) -> tuple[list, list, str]:
-    """Fit on the first part of each world's selection runs; score the rest of them and the evaluation runs.
-
-    ``attack="auto"`` fits every candidate (:func:`_auto_candidates`) and keeps
-    the one whose best cut on the rest of the selection runs has the largest
-    simultaneous criterion (:func:`audits.stats.thresholds.select_threshold`,
-    corrected over the candidates too): a choice made on selection runs only,
-    so the evaluation runs stay fresh and the bound valid, and one that does
-    not hang on a single classifier's luck.
-    """
-    select, fitted = [], []
-    for table in tables:
-        k = _split_sizes(len(table), selection_fraction)
-        f = int(math.floor(FIT_FRACTION * k))
-        if f < 1 or f >= k:
-            raise ValueError(f"trials = {len(table)} per world are too few to fit a learned attack")
-        fitted.append(table.take(slice(0, f)))
-        select.append((table.take(slice(f, k)), table.take(slice(k, None))))
-    if attack == "auto":
-        candidates = _auto_candidates(*fitted)
-    else:
-        candidates = [LEARNED[attack]() if isinstance(attack, str) else attack]
-    best = None
-    for candidate in candidates:
-        candidate.fit_outputs(fitted[0], fitted[1], seed=seed)
-        sel = [candidate.score_outputs(t_sel) for t_sel, _ in select]
-        value = (select_threshold(sel[0], sel[1], delta, alpha=alpha / len(candidates), candidates="rare-event",
-                                  with_value=True)[2] if len(candidates) > 1 else 0.0)
-        if best is None or value > best[0]:
-            best = (value, candidate, sel)
-    _, chosen, sel = best
-    evaluation = [chosen.score_outputs(t_eval) for _, t_eval in select]
-    return sel, evaluation, chosen.kind
 
 
 def _check_attack(attack, score) -> None:
