@@ -230,7 +230,7 @@ def test_an_unreadable_file_is_refused_in_one_line(tmp_path, capsys, monkeypatch
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("simulator.ratings.open", denied, raising=False)  # root may read anything: pretend
+    monkeypatch.setattr("simulator.rating_formats.open", denied, raising=False)  # root may read anything: pretend
     assert ratings_refused(capsys, tmp_path, "r.csv").endswith("r.csv: permission denied")
 
 

@@ -88,7 +88,7 @@ def test_more_bad_lines_are_counted(tmp_path):
 
 
 def test_a_bad_line_deep_in_a_chunked_file_is_found(tmp_path, monkeypatch):
-    import simulator.ratings as ratings
+    import simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
 
     monkeypatch.setattr(ratings, "_CHUNK_ROWS", 7)  # the slow pass reads chunks: cross several of them
     monkeypatch.setattr(ratings, "_BLOCK_BYTES", 16)  # and lines across byte blocks
@@ -101,7 +101,7 @@ def test_a_bad_line_deep_in_a_chunked_file_is_found(tmp_path, monkeypatch):
 
 
 def test_double_colons_cut_between_blocks_read_as_separators(tmp_path, monkeypatch):
-    import simulator.ratings as ratings
+    import simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
 
     table = sparse.csr_array(np.array([[5.0, 0, 3.5], [0, 1.0, 2.0], [4.0, 4.0, 0]]))
     expected = read_ratings(write_ratings(tmp_path / "u.data", table, "udata")).table
