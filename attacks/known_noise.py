@@ -48,6 +48,7 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
     """Log-likelihood ratio of the noisy statistics under the published noise law (white box)."""
 
     views = ("statistics",)
+    test_mechanism = "continual_covariance_tree"
 
     def _parts(self, mechanism: Mechanism, pair: TargetPair, view: View):
         if view.kind != "statistics":
