@@ -1,0 +1,99 @@
+"""The command line's informational commands: list, scenarios, init, schema, validate, --version; and the
+exit codes every command returns.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from .io.shipped import resolve
+from .io.yamlio import ScenarioError
+
+#: 1 is only ever a verdict; a crash is 3, so it never reads as one
+EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _version() -> str:
+    try:
+        return metadata.version("recaudit")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _cmd_list() -> int:
+    from attacks import ATTACKS
+    from mechanisms import MECHANISMS
+    from simulator.populations import POPULATIONS
+
+    from .designs import DESIGNS
+    from .io.schema import summary
+    from .stats.estimators import ESTIMATORS
+
+    registries = (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
+                  ("audit designs (audit.design)", DESIGNS),
+                  ("estimators (audit.method / audit.threshold)", ESTIMATORS))
+    width = max(len(kind) for _, registry in registries for kind in registry) + 2
+    for title, registry in registries:
+        print(f"{title}:")
+        for kind, cls in sorted(registry.items()):
+            if registry is ESTIMATORS:  # a scenario names an estimator by its method and threshold
+                kind = cls.method if cls.threshold is None else f"{cls.method} / {cls.threshold}"
+            print(f"  {kind:<{width}}{summary(cls)}")
+    return EXIT_OK
+
+
+def _cmd_scenarios() -> int:
+    from .io.shipped import description, shipped_scenarios
+
+    shipped = shipped_scenarios()
+    width = max(map(len, shipped), default=0) + 2
+    for name, path in shipped.items():
+        print(f"{name:<{width}}{description(path)}")
+    return EXIT_OK
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .io.schema import schema_text
+    from .io.shipped import shipped_scenarios
+    from .io.store import write_text
+
+    source = shipped_scenarios().get(args.name.removesuffix(".yaml"))
+    if source is None:
+        print(f"{args.name}: no shipped scenario of that name (`recaudit scenarios` lists them)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path(f"{args.name.removesuffix('.yaml')}.yaml")
+    if out.exists():
+        print(f"{out}: exists; not overwritten (give --out)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    schema = out.parent / "scenario.schema.json"
+    write_text(out, f"# yaml-language-server: $schema={schema.name}\n" + source.read_text())
+    write_text(schema, schema_text())
+    print(f"wrote {out} (and {schema}, for editors); run it with: recaudit run {out}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .io.schema import schema_text
+    from .io.store import write_text
+
+    if args.out is None:
+        sys.stdout.write(schema_text())
+    else:
+        write_text(args.out, schema_text())
+    return EXIT_OK
+
+
+def _cmd_validate(paths: list[Path]) -> int:
+    from .io.scenario import load_scenario
+
+    failed = False
+    for path in paths:
+        try:
+            load_scenario(resolve(path))
+            print(f"{path}: ok")
+        except ScenarioError as exc:
+            failed = True
+            print(exc, file=sys.stderr)
+    return EXIT_BAD_INPUT if failed else EXIT_OK
