@@ -296,8 +296,43 @@ def check_zero_on_null_scores(cls: type[Estimator]) -> None:
                 assert estimate.epsilon_lb == 0.0, f"{cls.kind}: ε_LB {estimate.epsilon_lb} on null scores"
 
 
+def known_scores(cls: type[Estimator], claim: PrivacyClaim, rng: np.random.Generator, n: int = 2_000):
+    """Scores of a mechanism that meets ``claim`` exactly: randomized response at ε (pure claims), or a Gaussian
+    of unit noise shifted by μ (Gaussian claims); as the estimator's input."""
+    if cls.input == "canaries":
+        worlds = rng.integers(0, 2, n)
+    else:
+        worlds = np.repeat([0, 1], n)
+    if claim.gaussian_mu is not None:
+        scores = worlds * claim.gaussian_mu + rng.normal(size=worlds.size)
+    else:
+        keep = rng.random(worlds.size) < np.exp(claim.epsilon) / (1 + np.exp(claim.epsilon))
+        scores = np.where(keep, worlds, 1 - worlds).astype(float)
+    return (scores, worlds) if cls.input == "canaries" else (scores.reshape(2, n), None)
+
+
+def check_estimator_coverage(cls: type[Estimator], audits: int = 100, alpha: float = 0.05) -> None:
+    """On mechanisms that meet their claim exactly, ε_LB exceeds the claimed ε in at most α of the audits.
+
+    With ``audits`` independent audits the count is at most Binomial(audits, α); the check allows the
+    count that such a binomial exceeds with probability <= 1e-6 (its false-failure probability per claim).
+    """
+    from scipy.stats import binom
+
+    estimator = estimator_instance(cls)
+    allowed = int(binom.ppf(1 - 1e-6, audits, alpha))
+    for name, claim in CLAIMS.items():
+        if not estimator.supports(claim):
+            continue
+        rng = np.random.default_rng([2026, audits])
+        over = sum(estimator.estimate(*known_scores(cls, claim, rng), claim, alpha).epsilon_lb > claim.epsilon
+                   for _ in range(audits))
+        assert over <= allowed, f"{cls.kind}: ε_LB above the true ε in {over} of {audits} audits ({name} claim)"
+
+
 def estimator_checks(cls: type[Estimator], slow: bool = False) -> Iterator[Check]:
     if slow:
+        yield check_estimator_coverage
         return
     yield from (check_estimator_registered, check_refuses_through_supports, check_zero_on_null_scores)
 
