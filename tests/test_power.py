@@ -120,7 +120,7 @@ def test_gauss_fit_refuses_scores_that_are_not_gaussian():
     est = ESTIMATORS["gauss-fit"]().estimate(s, b, claim, 0.05)
     assert est.bound.model_rejected and est.epsilon_lb == 0.0 and est.uninformative and est.p_value == 1.0
     with pytest.raises(ValueError, match="delta"):
-        ESTIMATORS["gauss-fit"]().check_claim(PURE)
+        ESTIMATORS["gauss-fit"]().require(PURE)
 
 
 def test_uninformative_cut_is_flagged():
