@@ -361,9 +361,11 @@ def check_design_refuses_other_models(cls: type[Design]) -> None:
 
 
 def check_design_scores_a_real_run(cls: type[Design]) -> None:
-    """On the maxsense test world the design gives one score per trial of each world (or per canary)."""
-    data = scenario_data(MECHANISMS["maxsense"], design=cls.kind, trials=200, block_size=100,
-                         method="one-run" if cls.produces == "canaries" else "clopper-pearson")
+    """On its test mechanism's world the design gives one score per trial of each world (or per canary)."""
+    data = scenario_data(MECHANISMS[cls.test_mechanism], design=cls.kind, trials=200, block_size=100,
+                         method="one-run" if cls.produces == "canaries" else "clopper-pearson", **cls.test_audit)
+    if cls.test_attack is not None:
+        data["attack"] = cls.test_attack
     result = run_scenario(load(data))
     assert result.design == cls.kind
     assert result.tests[0].scores.shape == ((200,) if cls.produces == "canaries" else (2, 200))

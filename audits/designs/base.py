@@ -99,6 +99,11 @@ class Design(ABC):
     produces: ClassVar[Literal["pairs", "canaries"]] = "pairs"
     #: the claim models the design is valid for (None: all)
     valid_models: ClassVar[tuple[str, ...] | None] = None
+    #: the conformance suite (``audits.checks``) runs the design on this mechanism's test scenario, with these
+    #: audit settings and attacks (None: the scenario's)
+    test_mechanism: ClassVar[str] = "maxsense"
+    test_audit: ClassVar[dict] = {}
+    test_attack: ClassVar[list | None] = None
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)

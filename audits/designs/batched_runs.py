@@ -9,6 +9,7 @@ engine's noise and equals the engine's run, ``tests/test_tight_audits.py``). It 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -42,6 +43,9 @@ def batch_block(job, pair, target: int, index: int, size: int) -> dict[str, np.n
 class BatchedRuns(Design, kind="batched_runs"):
     """Whole runs of a panel world, a block at a time through the mechanism's ``panel_runs``."""
 
+    test_mechanism: ClassVar[str] = "mcsherry_mironov"
+    test_audit: ClassVar[dict] = {"view": "statistics", "pair": "single_flip"}
+    test_attack: ClassVar[list | None] = [{"kind": "known_noise"}]
 
     def check(self, mechanism, claim, churn, trials) -> None:
         super().check(mechanism, claim, churn, trials)
