@@ -120,8 +120,9 @@ def report_markdown(report: dict) -> str:
         f"confidence (ceiling {_fmt(audit['ceiling'])}"
         + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
         f"(design `{audit['design']}`)" + (" — **uninformative**" if audit.get("uninformative") else ""),
-        f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
-        f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight",
+        (f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
+         f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight"
+         if audit.get("optimal_epsilon_lb") is not None else "- power: no claim to be tight against"),
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
         f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
