@@ -393,10 +393,9 @@ def run(out: Path, ratings: Path | None, n_private: int, trials: int, seed: int,
                                                    ridge=ridge))
             summary, orderings = summarise(entry["replicates"])
             entry |= {"name": world.name, "rows": entry["replicates"][0], "summary": summary, "orderings": orderings}
-            result = finite(result)
-            saved.write_text(json.dumps(result, indent=1))
-            (out / "xj_study.md").write_text(markdown(result))
-    return result
+            saved.write_text(json.dumps(finite(result), indent=1))  # finite() copies: ``result`` stays the one
+            (out / "xj_study.md").write_text(markdown(finite(result)))
+    return finite(result)
 
 
 def main(argv=None) -> int:
