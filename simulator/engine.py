@@ -133,10 +133,11 @@ class ProtocolRun:
         """Drop users who left or are done; each computes its personal output as it goes."""
         if keep.all():
             return
-        if self._outputs:
-            gone = self.active.take(~keep)
-            outputs = self.mechanism.personal_output(gone.rows, gone.carried, self.state)
-            self.recorder.outputs(gone.ids, outputs, self.recorder.is_watched(gone.ids, gone.inserted))
+        gone = np.flatnonzero(~keep) if self._outputs else np.zeros(0, np.int64)
+        for start in range(0, gone.size, self.schedule.batch_size):  # batch by batch: temporaries stay small
+            part = self.active.take(gone[start:start + self.schedule.batch_size])
+            outputs = self.mechanism.personal_output(part.rows, part.carried, self.state)
+            self.recorder.outputs(part.ids, outputs, self.recorder.is_watched(part.ids, part.inserted))
         self.active = self.active.take(keep)
 
     # ---------------------------------------------------------------- the round loop
