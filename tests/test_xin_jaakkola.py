@@ -233,7 +233,7 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     data["churn"].update(horizon=4.0, release_interval=2.0)
     data["audit"]["trials"] = 400
     result = run_scenario(load_scenario(write_scenario(data)), tmp_path / "out")  # its scores kept there
-    report = write_reports(result, tmp_path / "out", csv=True)  # no progress/ here: the rebuild reads trials.csv
+    report = write_reports(result, tmp_path / "out")
     assert report["verdict"] == "no_claim" and report["claim"]["epsilon"] is None
     tests = {t["attack"]: t for t in report["tests"]}
     assert all(t["verdict"] == "no_claim" for t in tests.values())
