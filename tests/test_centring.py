@@ -12,8 +12,8 @@ from mechanisms.accounting import epsilon_for
 from mechanisms.frank_wolfe import FrankWolfe, PrivateFrankWolfe
 from mechanisms.projected_gradient import PrivateProjectedGradient
 from simulator.engine import run_protocol
-from simulator.population import MatrixPopulation
-from simulator.ratings import held_out_per_user
+from simulator.populations import MatrixPopulation
+from simulator.rating_tables import held_out_per_user
 from simulator.schedules import Panel
 from simulator.transcript import Recorder
 
