@@ -18,7 +18,7 @@ replace-one neighbours is a different (and stronger) question.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -45,12 +45,6 @@ class Neighbours(tuple):
         return (self[0], self[1], self.relation)
 
 
-def _records(dataset) -> list:
-    if isinstance(dataset, np.ndarray):
-        return list(dataset)
-    return list(dataset)
-
-
 def _like(dataset, records: list):
     """``records`` in the container type of ``dataset`` (an array stays an array)."""
     if isinstance(dataset, np.ndarray):
@@ -60,13 +54,13 @@ def _like(dataset, records: list):
 
 def add_remove(dataset, record) -> Neighbours:
     """``(dataset, dataset + [record])``: add/remove-one-record neighbours (unbounded DP)."""
-    records = _records(dataset)
+    records = list(dataset)
     return Neighbours(_like(dataset, records), _like(dataset, records + [record]), "add/remove one record")
 
 
 def replace_one(dataset, index: int, record) -> Neighbours:
     """``(dataset, dataset with record ``index`` replaced by ``record``)``: replace-one neighbours (bounded DP)."""
-    records = _records(dataset)
+    records = list(dataset)
     if not -len(records) <= index < len(records):
         raise ValueError(f"index {index} is outside a dataset of {len(records)} records")
     other = list(records)
@@ -108,6 +102,8 @@ class LibraryMechanism:
             return np.random.default_rng(rng.integers(2**63))
         if self.seeding == "random_state":
             return np.random.RandomState(int(rng.integers(2**32)))
+        if self.seeding == "int":
+            return int(rng.integers(2**32))
         return None
 
     def _chunk(self, value, n: int, rng: np.random.Generator) -> list:
@@ -124,7 +120,7 @@ class LibraryMechanism:
             parts = []
             for start in range(0, n, self.chunk):
                 size = min(self.chunk, n - start)
-                seed = int(rng.integers(2**32)) if self.seeding == "int" else self._seed(rng)
+                seed = self._seed(rng)
                 parts.append(np.asarray(self.draw(value, size) if self.seeding is None
                                         else self.draw(value, size, seed)))
             return np.concatenate(parts)
@@ -268,8 +264,3 @@ def from_diffprivlib(mechanism, neighbours=None) -> LibraryMechanism:
     draw.state = None
     return LibraryMechanism(draw, diffprivlib_claim(mechanism), neighbours, "random_state",
                             library="diffprivlib")
-
-
-def describe_neighbours(neighbours: Any) -> str:
-    """The neighbouring relation of a pair, when it was built by :func:`add_remove` / :func:`replace_one`."""
-    return getattr(neighbours, "relation", "as given")
