@@ -1,19 +1,21 @@
 """Populations: who rates what. Blockmodels (like bits or star levels), a rank-one world (ratings files,
 panels and the registry of every kind: ``simulator.populations``).
 
-Every population has ``catalogue(rng)`` (the items of a world) and ``sample_users(n, catalogue,
+Every population subclasses ``Population`` with its ``kind`` (``class X(Population, kind="x")``), which
+registers it in ``POPULATIONS``, and has ``catalogue(rng)`` (the items of a world) and ``sample_users(n, catalogue,
 rng) -> (clusters, UserBatch)`` (fresh users' private rows, sparse; cluster -1 when unknown).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
+from mechanisms.registry import Registry
 
 from .ratings import RatingsData, split_ratings, withhold
 
@@ -58,7 +60,21 @@ def _draw_rated(n_users: int, n_items: int, w: int, rng: np.random.Generator) ->
     return items
 
 
-class _BlockModel:
+#: every population, by the kind a scenario names; a class registers itself where it is defined
+POPULATIONS = Registry("population")
+
+
+class Population:
+    """Base of every population kind: ``class X(Population, kind="x")`` registers ``X`` in ``POPULATIONS``."""
+
+    kind: ClassVar[str]
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        POPULATIONS.add(cls, kind)
+
+
+class _BlockModel(Population):
     """What the like-bit and star blockmodels share: clusters, the catalogue, who rates what."""
 
     def _check_blocks(self, name: str, shape: tuple[int, ...]) -> None:
@@ -94,7 +110,7 @@ def _block_shape(blocks: list) -> tuple[int, ...]:
 
 
 @dataclass
-class SBMPopulation(_BlockModel):
+class SBMPopulation(_BlockModel, kind="sbm"):
     """Bipartite stochastic blockmodel (seed 003, docs/families/local-clustering.md).
 
     Users fall in ``K`` clusters with ``user_cluster_weights``; items in ``L``
@@ -134,7 +150,7 @@ class SBMPopulation(_BlockModel):
 
 
 @dataclass
-class StarSBMPopulation(_BlockModel):
+class StarSBMPopulation(_BlockModel, kind="sbm_stars"):
     """Blockmodel with star ratings 1..S; a like is a rating of at least ``like_threshold`` stars.
 
     A user of cluster ``k`` rates an item of cluster ``l`` ``s`` stars with
@@ -202,7 +218,7 @@ def _nonzero_unit(size: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass
-class RankOnePopulation:
+class RankOnePopulation(Population, kind="rank_one"):
     """Jain et al.'s synthetic rank-one world ``Y = u vᵀ`` with |Y| <= 1 (seed 004, docs/families/matrix-completion.md).
 
     Items' ``v_j`` and users' ``u_i`` are uniform on [-1, 1] without 0 (a random sign

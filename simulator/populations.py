@@ -1,6 +1,7 @@
-"""Every population kind (``POPULATIONS``), and the populations read from a ratings file, fixed panels
+"""The populations read from a ratings file, fixed panels
 (every user of a matrix, for iterative protocols) and selective privacy (each user keeps a share of its
-ratings on the device, SP2). Each has ``catalogue(rng)`` and ``sample_users(n, catalogue, rng)``.
+ratings on the device, SP2). Each has ``catalogue(rng)`` and ``sample_users(n, catalogue, rng)``. Importing this module fills
+``POPULATIONS`` (every kind, ``simulator.population``).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from mechanisms.errors import InternalError
 from mechanisms.sp2 import allocate_private, privacy_ratios
 
 from . import datasets
-from .population import Catalogue, RankOnePopulation, SBMPopulation, StarSBMPopulation, rank_one_world
+from .population import (POPULATIONS, Catalogue, Population, RankOnePopulation,  # noqa: F401 (POPULATIONS: re-exported)
+                         SBMPopulation, StarSBMPopulation, rank_one_world)
 from .ratings import RatingsData, RatingsFormat, load_ratings_cached, withhold
 
 
@@ -65,7 +67,7 @@ def _without_replacement(pool: np.ndarray, n: int, rng: np.random.Generator, dra
 
 
 @dataclass
-class RatingsFilePopulation:
+class RatingsFilePopulation(Population, kind="ratings_file"):
     """Users drawn from a ratings file (``simulator.ratings``): each real user at most once per run.
 
     ``format``: ``auto`` (from the first line), ``udata`` (MovieLens ``u.data``),
@@ -187,7 +189,7 @@ class MatrixPopulation:
         return cls(rows, data.test, max_rating)
 
 
-class _Panel:
+class _Panel(Population):
     """A finite set of users with held-out ratings, built once on first use (``_matrix``)."""
 
     _population: MatrixPopulation | None
@@ -215,7 +217,7 @@ class _Panel:
 
 
 @dataclass
-class RankOneMatrix(_Panel):
+class RankOneMatrix(_Panel, kind="rank_one_matrix"):
     """Jain et al.'s experiment as a panel: ``rank_one_world`` (``n_users`` x ``n_items``, ξ ratings per
     user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion.
 
@@ -259,7 +261,7 @@ def _widened(ratings: sparse.csr_array | None, shape: tuple[int, int]) -> sparse
 
 
 @dataclass
-class RatingsMatrix(_Panel):
+class RatingsMatrix(_Panel, kind="ratings_matrix"):
     """Every user of a ratings file once (a panel), with a held-out split: for matrix completion.
 
     Options as ``ratings_file``; ``max_rating`` is the top of the rating scale (audit pairs use it).
@@ -327,17 +329,10 @@ class _SelectivePrivacy:
 
 
 @dataclass
-class SelectiveStarSBMPopulation(_SelectivePrivacy, StarSBMPopulation):
+class SelectiveStarSBMPopulation(_SelectivePrivacy, StarSBMPopulation, kind="sbm_stars_selective"):
     """``sbm_stars`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
 
 
 @dataclass
-class SelectiveRatingsFilePopulation(_SelectivePrivacy, RatingsFilePopulation):
+class SelectiveRatingsFilePopulation(_SelectivePrivacy, RatingsFilePopulation, kind="ratings_file_selective"):
     """``ratings_file`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
-
-
-#: every population, by the kind a scenario names
-POPULATIONS = {"sbm": SBMPopulation, "sbm_stars": StarSBMPopulation, "rank_one": RankOnePopulation,
-               "ratings_file": RatingsFilePopulation, "rank_one_matrix": RankOneMatrix,
-               "ratings_matrix": RatingsMatrix, "sbm_stars_selective": SelectiveStarSBMPopulation,
-               "ratings_file_selective": SelectiveRatingsFilePopulation}
