@@ -14,7 +14,7 @@ import numpy as np
 from mechanisms import MECHANISMS
 from mechanisms.claims import ViewKind
 from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from simulator.transcript import view_class
 
 from .base import ATTACKS, Attack
 
@@ -51,6 +51,13 @@ def check_fits_only_when_it_learns(cls: type[Attack]) -> None:
     assert (cls.fit is not Attack.fit) == cls.requires_fit, f"{cls.kind}: requires_fit = {cls.requires_fit}"
 
 
+def _empty_view(kind: str):
+    """A view of ``kind`` with its required fields filled with placeholders (one row)."""
+    required = {"messages": {"messages": np.zeros((1, 1))}, "target": {"target": [np.zeros(1)]},
+                "statistics": {"statistics": {}}}
+    return view_class(kind)(**required.get(kind, {}))
+
+
 def check_refuses_other_views(cls: type[Attack]) -> None:
     """Given a view it does not read, it raises ``ValueError`` (one clear message), not any other error."""
     others = [kind for kind in typing.get_args(ViewKind) if kind not in cls.views]
@@ -58,7 +65,7 @@ def check_refuses_other_views(cls: type[Attack]) -> None:
     block = mechanism_block(cls)
     mechanism = None if block is None else MECHANISMS[block["kind"]](**{k: v for k, v in block.items() if k != "kind"})
     for kind in others:
-        view = View(kind, messages=np.zeros((1, 1)), target=[np.zeros(1)])
+        view = _empty_view(kind)
         try:
             attack.scores(mechanism, TargetPair.__new__(TargetPair), view)
         except ValueError:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from scipy import sparse
@@ -186,29 +186,14 @@ def stack_rows(parts: list):
     return np.concatenate(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class View:
-    """What an adversary sees under one threat model, for a batch of runs (or canaries).
+    """What an adversary sees under one threat model, for a batch of runs (or canaries): one class per kind.
 
-    ``kind`` is ``messages`` (an untrusted server: each run's target messages
-    and public queries, one row per run), ``releases`` (published states:
-    broadcasts and estimates), ``others`` (releases plus every other user's
-    personal output: the joint-DP view), ``target`` (the target's own
-    personal output: a negative control) or ``statistics`` (white box: the
-    mechanism's noisy statistics — a dict of arrays with runs on axis 0 — beside
-    the releases and every personal output). Per-run fields have runs on axis 0.
-    ``queries`` is a tuple with one entry per answer; an entry with a single
-    row applies to every run (local replay fixes the target's query).
+    Per-run fields have runs on axis 0. ``view_class(kind)`` gives a kind's class; ``kind`` is its tag.
     """
 
-    kind: ViewKind
-    messages: np.ndarray | None = None
-    queries: tuple = ()
-    releases: tuple = ()
-    rounds: tuple = ()
-    others: Any = None
-    target: Any = None
-    statistics: dict | None = None
+    kind: ClassVar[ViewKind]
     #: canaries: the audited users' ids in the one run this view is cut from (None: one row per run)
     audited: np.ndarray | None = None
     #: when the audited users arrived (public, as in Calandrino et al.'s differencing): per run an array of
@@ -216,12 +201,78 @@ class View:
     arrival: Any = None
 
     def __len__(self) -> int:
-        if self.audited is not None:
-            return len(self.audited)
-        for value in (self.messages, self.target):
-            if value is not None:
-                return len(value)
+        return len(self.audited) if self.audited is not None else self._runs()
+
+    def _runs(self) -> int:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessagesView(View):
+    """An untrusted server's view: each run's target messages and public queries, one row per run.
+
+    ``queries`` has one entry per answer; an entry with a single row applies to every run (local replay
+    fixes the target's query).
+    """
+
+    kind: ClassVar[ViewKind] = "messages"
+    messages: np.ndarray
+    queries: tuple = ()
+
+    def _runs(self) -> int:
+        return len(self.messages)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleasesView(View):
+    """The central-DP view: published states (``releases``: estimates; ``rounds``: broadcasts) per run."""
+
+    kind: ClassVar[ViewKind] = "releases"
+    releases: tuple = ()
+    rounds: tuple = ()
+
+    def _runs(self) -> int:
         return len(self.releases)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OthersView(ReleasesView):
+    """The joint-DP view: the releases plus every other user's personal output (``others``, per run)."""
+
+    kind: ClassVar[ViewKind] = "others"
+    others: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatisticsView(OthersView):
+    """White box: the mechanism's noisy statistics (a dict of arrays, runs on axis 0) beside the releases and
+    every personal output."""
+
+    kind: ClassVar[ViewKind] = "statistics"
+    statistics: dict
+
+    def _runs(self) -> int:
+        return len(next(iter(self.statistics.values()))) if self.statistics else len(self.releases)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetView(View):
+    """The target's own personal output, one per run (joint DP says nothing about it: a negative control)."""
+
+    kind: ClassVar[ViewKind] = "target"
+    target: Any
+
+    def _runs(self) -> int:
+        return len(self.target)
+
+
+VIEW_CLASSES: dict[str, type[View]] = {cls.kind: cls for cls in (MessagesView, ReleasesView, OthersView,
+                                                                   StatisticsView, TargetView)}
+
+
+def view_class(kind: ViewKind) -> type[View]:
+    """The class of the views of ``kind``."""
+    return VIEW_CLASSES[kind]
 
 
 def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) -> View:
@@ -245,13 +296,13 @@ def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) ->
         pick = rows[[pos[int(u)] for u in users]]
         parts.append(w.messages[pick])
         queries.append(w.queries[pick])
-    return View("messages", messages=np.concatenate(parts, axis=1), queries=tuple(queries))
+    return MessagesView(messages=np.concatenate(parts, axis=1), queries=tuple(queries))
 
 
 def releases_view(transcript: Transcript, audited: np.ndarray | None = None) -> View:
     """The central-DP view: the published states only (and the ``audited`` users' public arrival times)."""
     arrival = None if audited is None else transcript.arrival[np.asarray(audited, dtype=np.int64)]
-    return View("releases", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds), arrival=arrival)
+    return ReleasesView(releases=tuple(transcript.releases), rounds=tuple(transcript.rounds), arrival=arrival)
 
 
 def statistics_view(transcript: Transcript, audited: np.ndarray) -> View:
@@ -259,23 +310,23 @@ def statistics_view(transcript: Transcript, audited: np.ndarray) -> View:
     if transcript.statistics is None:
         raise ValueError("the run recorded no statistics (its mechanism models none, or the recorder dropped them)")
     view = others_view(transcript, int(audited[0]))
-    return View("statistics", releases=view.releases, rounds=view.rounds, others=view.others,
-                statistics={k: np.asarray(v)[None] for k, v in transcript.statistics.items()},
-                arrival=transcript.arrival[np.asarray(audited, dtype=np.int64)])
+    return StatisticsView(releases=view.releases, rounds=view.rounds, others=view.others,
+                          statistics={k: np.asarray(v)[None] for k, v in transcript.statistics.items()},
+                          arrival=transcript.arrival[np.asarray(audited, dtype=np.int64)])
 
 
 def others_view(transcript: Transcript, target: int) -> View:
     """The joint-DP view: releases plus every other user's personal output."""
     keep = transcript.output_user != target
     outputs = None if transcript.outputs is None else transcript.outputs[keep]
-    return View("others", releases=tuple(transcript.releases), rounds=tuple(transcript.rounds),
-                others=(transcript.output_user[keep], outputs))
+    return OthersView(releases=tuple(transcript.releases), rounds=tuple(transcript.rounds),
+                      others=(transcript.output_user[keep], outputs))
 
 
 def target_view(transcript: Transcript, target: int) -> View:
     """The target's own personal output (joint DP says nothing about it: a negative control)."""
     rows = transcript.output_user == target
-    return View("target", target=None if transcript.outputs is None else transcript.outputs[rows])
+    return TargetView(target=None if transcript.outputs is None else transcript.outputs[rows])
 
 
 def rows_of(users: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -299,14 +350,17 @@ def canary_view(transcript: Transcript, kind: ViewKind, canaries: np.ndarray) ->
     canaries = np.asarray(canaries, dtype=np.int64)
     if kind == "statistics":
         view = statistics_view(transcript, canaries)
-        return View("statistics", releases=(view.releases,), rounds=(view.rounds,),
-                    others=[(transcript.output_user, transcript.outputs)], statistics=view.statistics,
-                    audited=canaries, arrival=(view.arrival,))
+        return StatisticsView(releases=(view.releases,), rounds=(view.rounds,),
+                              others=[(transcript.output_user, transcript.outputs)], statistics=view.statistics,
+                              audited=canaries, arrival=(view.arrival,))
     if kind == "target":
         if transcript.outputs is None:
             raise ValueError("the run recorded no personal output")
-        return View("target", target=[transcript.outputs[rows_of(transcript.output_user, canaries)]],
-                    audited=canaries)
-    return View(kind, releases=(tuple(transcript.releases),), rounds=(tuple(transcript.rounds),),
-                others=[(transcript.output_user, transcript.outputs)] if kind == "others" else None,
-                audited=canaries, arrival=(transcript.arrival[canaries],))
+        return TargetView(target=[transcript.outputs[rows_of(transcript.output_user, canaries)]], audited=canaries)
+    if kind not in ("releases", "others"):
+        raise ValueError(f"no canary view of kind {kind!r}")
+    published = dict(releases=(tuple(transcript.releases),), rounds=(tuple(transcript.rounds),), audited=canaries,
+                     arrival=(transcript.arrival[canaries],))
+    if kind == "others":
+        return OthersView(others=[(transcript.output_user, transcript.outputs)], **published)
+    return ReleasesView(**published)

@@ -55,7 +55,7 @@ from simulator.population import StarSBMPopulation
 from simulator import datasets
 from simulator.ratings import hold_out_per_user, load_ratings, write_population_file
 from simulator.seeds import stream
-from simulator.transcript import View
+from simulator.transcript import MessagesView
 
 from audits import reconstruction
 from audits.io.report import finite
@@ -188,7 +188,7 @@ def distinguishing(mech, model, world: World, attacks: list[str], trials: int, r
     views = []
     for rows in (pair.rows0, pair.rows1):
         msg = mech.messages(rows, model, rng)
-        views.append(View("messages", messages=msg, queries=(np.broadcast_to(model.mu, msg.shape),)))
+        views.append(MessagesView(messages=msg, queries=(np.broadcast_to(model.mu, msg.shape),)))
     for name in attacks:
         attack = ATTACKS[name]()
         s0, s1 = (attack.scores(mech, pair, v) for v in views)

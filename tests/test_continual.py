@@ -17,7 +17,7 @@ from mechanisms.accounting import account
 from mechanisms.continual_covariance import nodes_summed, nodes_touched, tree_levels
 from simulator.neighbours import UserSupportReplace
 from simulator.population import RankOnePopulation
-from simulator.transcript import Release, View
+from simulator.transcript import Release, ReleasesView
 from tests.conftest import SCENARIOS
 
 
@@ -156,7 +156,7 @@ def test_differencing_isolates_the_newcomer_from_consecutive_releases():
     # releases at t = 1, 2, 3; the target (world 1's row, unit norm) arrives at t = 2
     matrices = [background, background + np.outer(x1, x1), background + np.outer(x1, x1)]
     releases = tuple(Release(float(t), 0, {"covariance": m, "tick": t}) for t, m in zip((1, 2, 3), matrices))
-    view = View("releases", releases=(releases,), arrival=(np.array([2.0]),))
+    view = ReleasesView(releases=(releases,), arrival=(np.array([2.0]),))
     score = DifferencingAttack(window=1).scores(None, pair, view)[0]
     # Σ_{i≤j} (x₁x₁ᵀ)_ij² on the upper triangle (the world-0 row has disjoint support: its term is 0)
     assert score == pytest.approx(np.sum(np.triu(np.outer(x1, x1)) ** 2), rel=1e-12)
@@ -167,12 +167,12 @@ def test_differencing_isolates_the_newcomer_from_consecutive_releases():
     # with fresh noise per release (σ² I) the GLS jump with an unknown level is the difference of means
     rng = np.random.default_rng(5)
     noisy = tuple(Release(float(t), 0, {"covariance": rng.normal(size=(6, 6)), "tick": t}) for t in range(1, 8))
-    noisy_view = View("releases", releases=(noisy,), arrival=(np.array([4.0]),))
+    noisy_view = ReleasesView(releases=(noisy,), arrival=(np.array([4.0]),))
     naive = NaiveContinualCovariance(1.0, ticks=7)
     assert NoiseAwareDifferencingAttack().scores(naive, pair, noisy_view)[0] == pytest.approx(
         DifferencingAttack().scores(naive, pair, noisy_view)[0], rel=1e-9)
     with pytest.raises(ValueError, match="covariance"):
-        DifferencingAttack().scores(None, pair, View("releases", releases=((Release(1.0, 0, np.zeros(3)),),),
+        DifferencingAttack().scores(None, pair, ReleasesView(releases=((Release(1.0, 0, np.zeros(3)),),),
                                                      arrival=(np.array([1.0]),)))
 
 

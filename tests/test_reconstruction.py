@@ -12,7 +12,7 @@ from audits import reconstruction
 from mechanisms import UserBatch, WorldInfo
 from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from simulator.neighbours import PAIR_POLICIES
-from simulator.transcript import View
+from simulator.transcript import MessagesView, ReleasesView
 
 from tests.test_xin_jaakkola import star_population
 
@@ -86,7 +86,7 @@ def test_pmd_leaks_pairs_but_not_single_coordinates(world):
 def _canary_view(mech, model, pair, worlds, rng):
     rows = pair.rows0.where(worlds == 1, pair.rows1)
     messages = mech.messages(rows, model, rng)
-    return View("messages", messages=messages, queries=(np.broadcast_to(model.mu, messages.shape),))
+    return MessagesView(messages=messages, queries=(np.broadcast_to(model.mu, messages.shape),))
 
 
 def test_distinguishing_scores_on_the_star_pattern_pair(world):
@@ -121,7 +121,7 @@ def test_dinur_nissim_attack_scores_a_subset_sum_view():
     pair = TargetPair(UserBatch.from_masks(rated, ~liked1), UserBatch.from_masks(rated, liked1))
     subsets, answers = zip(*[reconstruction.noisy_subset_sums(liked1[i].astype(float), q, 2.0, rng)
                              for i in range(4)])
-    view = View("messages", messages=np.stack(answers), queries=(np.stack([s.ravel() for s in subsets]),))
+    view = MessagesView(messages=np.stack(answers), queries=(np.stack([s.ravel() for s in subsets]),))
     scores = ATTACKS["dinur_nissim"]().scores(None, pair, view)
     # score = 2·accuracy − 1 (world 0 holds the complement): every user's bits at least 75% right
     assert np.all(scores > 0.5)
@@ -141,7 +141,7 @@ def test_sigma_tilt_sees_an_answer_in_a_small_server(world):
         rows = UserBatch.concat([pair.rows(truth).take(slice(0, 1)), private.take(slice(0, 9))])
         state = mech.aggregate(state, None, mech.messages(rows, state.model, np.random.default_rng(31)))
         one = TargetPair(pair.rows0.take(slice(0, 1)), pair.rows1.take(slice(0, 1)))
-        view = View("releases", releases=((Release(1.0, 10, state.model),),))
+        view = ReleasesView(releases=((Release(1.0, 10, state.model),),))
         score = ATTACKS["sigma_tilt"]().scores(mech, one, view)[0]
         assert (score > 0) == bool(truth)
 
@@ -162,7 +162,7 @@ def test_pmd_single_coordinate_bound_is_zero_while_pairs_leak(world):
     views = []
     for w, rows in enumerate((pair.rows0, pair.rows1)):
         messages = mech.messages(rows, model, np.random.default_rng(33 + w))
-        views.append(View("messages", messages=messages, queries=(np.broadcast_to(model.mu, messages.shape),)))
+        views.append(MessagesView(messages=messages, queries=(np.broadcast_to(model.mu, messages.shape),)))
     bounds = {}
     for name in ("pmd_coordinate", "pmd_pairwise"):
         s0, s1 = (ATTACKS[name]().scores(mech, pair, v) for v in views)

@@ -22,7 +22,7 @@ from mechanisms.errors import BadInput
 from simulator.engine import Inserted
 from simulator.neighbours import NeighbourPolicy, TargetPair
 from simulator.seeds import child_seed
-from simulator.transcript import (Transcript, View, others_view, releases_view, statistics_view, target_view,
+from simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view, target_view,
                                   watched_messages)
 
 from ..executors import as_finished
@@ -146,13 +146,17 @@ def stack_views(views: list[View]) -> View:
     first = views[0]
     if first.kind == "messages":
         queries = tuple(np.concatenate([v.queries[a] for v in views]) for a in range(len(first.queries)))
-        return View("messages", messages=np.concatenate([v.messages for v in views]), queries=queries)
-    statistics = None
-    if first.statistics is not None:
-        statistics = {k: np.concatenate([v.statistics[k] for v in views]) for k in first.statistics}
-    return View(first.kind, releases=tuple(v.releases for v in views), rounds=tuple(v.rounds for v in views),
-                others=[v.others for v in views], target=[v.target for v in views], statistics=statistics,
-                arrival=None if first.arrival is None else tuple(v.arrival for v in views))
+        return MessagesView(messages=np.concatenate([v.messages for v in views]), queries=queries)
+    fields: dict = {"arrival": None if first.arrival is None else tuple(v.arrival for v in views)}
+    if first.kind == "target":
+        fields["target"] = [v.target for v in views]
+    else:
+        fields.update(releases=tuple(v.releases for v in views), rounds=tuple(v.rounds for v in views))
+    if first.kind in ("others", "statistics"):
+        fields["others"] = [v.others for v in views]
+    if first.kind == "statistics":
+        fields["statistics"] = {k: np.concatenate([v.statistics[k] for v in views]) for k in first.statistics}
+    return type(first)(**fields)
 
 
 def attack_outputs(job: AuditJob, pair: TargetPair, views) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 from mechanisms import UserBatch
 from simulator.schedules import Panel
 from simulator.seeds import stream
-from simulator.transcript import View
+from simulator.transcript import StatisticsView
 
 from .base import Design, DesignError, DesignOutput, attack_outputs, run_blocks
 
@@ -35,7 +35,7 @@ def batch_block(job, pair, target: int, index: int, size: int) -> dict[str, np.n
     for world in (0, 1):
         rng = np.random.default_rng(job.root("trials", target, index, world))
         statistics = job.mechanism.panel_runs(UserBatch.concat([rows, pair.rows(world)]), size, rng)
-        views.append(View("statistics", statistics=statistics))
+        views.append(StatisticsView(statistics=statistics))
     return attack_outputs(job, pair, views)
 
 

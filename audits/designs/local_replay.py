@@ -21,7 +21,7 @@ import numpy as np
 from mechanisms import UserBatch
 from simulator.neighbours import is_local, sketches_under
 from simulator.seeds import stream
-from simulator.transcript import View
+from simulator.transcript import MessagesView, View
 
 from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
 
@@ -37,9 +37,9 @@ def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> Vie
         queries = tuple(mechanism.make_queries(len(worlds), rng, pair.query_state, rows.rated)
                         for _ in pair.queries)
         messages = mechanism.release(sketches_under(mechanism, rows, queries), rng)
-        return View("messages", messages=messages, queries=queries)
+        return MessagesView(messages=messages, queries=queries)
     messages = mechanism.release(pair.sketches[worlds], rng)
-    return View("messages", messages=messages, queries=pair.queries)
+    return MessagesView(messages=messages, queries=pair.queries)
 
 
 def replay_block(job, pair, target: int, index: int, size: int) -> dict[str, np.ndarray]:
