@@ -2,7 +2,7 @@
 
 SimPy owns event time (arrivals, query rounds, releases); numpy does the
 arithmetic over the batch of users a round touches. Every run of a protocol
-goes through :class:`ProtocolRun`: the churn world (``simulator.churn``),
+goes through :class:`MechanismRun`: the churn world (``simulator.churn``),
 learning curves (``simulator.learning``), and every audit design that re-runs
 the protocol. Processes are started in a fixed order (arrivals, rounds,
 releases), so same-time events run in the same order every run.
@@ -78,8 +78,8 @@ class ActiveUsers:
                            carried)
 
 
-class ProtocolRun:
-    """One run of a protocol over a world. Only the users still able to answer keep their rows in memory."""
+class MechanismRun:
+    """One run of a mechanism over a world. Only the users still able to answer keep their rows in memory."""
 
     def __init__(self, mechanism: Mechanism, population, catalogue: Catalogue, schedule,
                  world_seed: np.random.SeedSequence, coins_seed: np.random.SeedSequence | None = None,
@@ -246,7 +246,7 @@ def run_protocol(mechanism: Mechanism, population, catalogue: Catalogue, churn, 
     The server releases every ``release_interval`` and once more at the
     horizon if the last scheduled release fell before it.
     """
-    run = ProtocolRun(mechanism, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
+    run = MechanismRun(mechanism, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
     env = simpy.Environment()
     env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
     env.process(run.query_rounds(env))

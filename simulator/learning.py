@@ -9,7 +9,7 @@ import simpy
 
 from mechanisms import Mechanism
 
-from .engine import ProtocolRun
+from .engine import MechanismRun
 from .population import Catalogue
 from .transcript import Recorder
 
@@ -37,7 +37,7 @@ def learning_curve(population, catalogue: Catalogue, mechanism: Mechanism, at: n
 
 
 def serve(population, catalogue: Catalogue, mechanism: Mechanism, users: int, root: np.random.SeedSequence,
-          batch_size: int = 4096, recorder: Recorder | None = None) -> ProtocolRun:
+          batch_size: int = 4096, recorder: Recorder | None = None) -> MechanismRun:
     """The finished run after ``users`` fresh users each answered one query (its ``state``, ``finish()``)."""
     run, env, stops = _cohort_run(population, catalogue, mechanism, [users], root, batch_size,
                                   recorder or Recorder(answers=False))
@@ -52,7 +52,7 @@ def _cohort_run(population, catalogue, mechanism, at, root, batch_size, recorder
             sizes.append(int(min(batch_size, target - seen)))
             seen += sizes[-1]
         stops.append((len(sizes), seen))
-    run = ProtocolRun(mechanism, population, catalogue, Cohorts(batch_size=batch_size), root, recorder=recorder)
+    run = MechanismRun(mechanism, population, catalogue, Cohorts(batch_size=batch_size), root, recorder=recorder)
     env = simpy.Environment()
     env.process(run.cohort_arrivals(env, sizes))
     env.process(run.query_rounds(env))

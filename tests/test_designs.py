@@ -31,13 +31,13 @@ def tiny_world(data, trials, design, **audit):
 def count_runs(monkeypatch):
     """How many protocol runs the engine starts."""
     runs = []
-    original = simulator.engine.ProtocolRun.__init__
+    original = simulator.engine.MechanismRun.__init__
 
     def counting(self, *args, **kwargs):
         runs.append(1)
         original(self, *args, **kwargs)
 
-    monkeypatch.setattr(simulator.engine.ProtocolRun, "__init__", counting)
+    monkeypatch.setattr(simulator.engine.MechanismRun, "__init__", counting)
     return runs
 
 

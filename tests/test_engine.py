@@ -6,7 +6,7 @@ import pytest
 
 from mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch
 from simulator.churn import Churn, simulate
-from simulator.engine import Inserted, ProtocolRun, run_protocol, spread_ticks
+from simulator.engine import Inserted, MechanismRun, run_protocol, spread_ticks
 from simulator.learning import learning_curve, serve
 from simulator.population import SBMPopulation
 from simulator.transcript import Recorder, others_view, target_view, watched_messages
@@ -159,7 +159,7 @@ def test_learning_curves_and_serving_use_the_engine_and_agree():
     curve = list(learning_curve(POP, cat, MaxSense(epsilon=2.0), np.array([700, 4900]), root, batch_size=700))
     assert [u for u, _ in curve] == [700, 4900]
     run = serve(POP, cat, MaxSense(epsilon=2.0), 4900, root, batch_size=700)
-    assert isinstance(run, ProtocolRun) and run.users_seen == 4900
+    assert isinstance(run, MechanismRun) and run.users_seen == 4900
     np.testing.assert_array_equal(MaxSense(epsilon=2.0).publish(run.state), curve[-1][1])
 
 
