@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports",
                          description="Simulate the scenario's world, audit the mechanism's claim and write "
-                                     "report.json, report.md, report.html and accuracy.png; every attack score "
+                                     "report.json, report.md, report.html and accuracy.svg; every attack score "
                                      "is kept in the folder's score store (progress/).")
     _add_run_options(run, "trial blocks")
     run.add_argument("--csv", action="store_true",
@@ -316,7 +316,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             if (run_dir / "report.json").exists():
                 found = True
                 report = write_reports(result_from_run_dir(run_dir), run_dir)
-                log.info("rebuilt %s/report.{json,md,html}, accuracy.png", run_dir)
+                log.info("rebuilt %s/report.{json,md,html}, accuracy.svg", run_dir)
                 print(summary_line(report))
             if (run_dir / "sweep.json").exists():
                 found = True

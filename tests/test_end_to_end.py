@@ -97,7 +97,7 @@ def test_cli_writes_all_reports(tmp_path, write_scenario, quickstart_data, capsy
     timing = report["timing"]
     assert timing["total_seconds"] >= timing["world_seconds"] + timing["audit_seconds"] + timing["writing_seconds"]
     assert timing["cpu_seconds"] > 0
-    assert (out / "accuracy.png").stat().st_size > 0
+    assert (out / "accuracy.svg").stat().st_size > 0
     assert "verdict consistent" in capsys.readouterr().out
 
 

@@ -205,3 +205,18 @@ def test_serial_runs_save_each_block_as_it_finishes(tmp_path):
     for key, result in as_finished(SerialExecutor(), [(i, task, (i,)) for i in range(4)]):
         progress.save_json(f"unit-{key}", result)
     assert seen == [[], ["unit-0.json"], ["unit-0.json", "unit-1.json"], ["unit-0.json", "unit-1.json", "unit-2.json"]]
+
+
+def test_the_store_codes_few_valued_scores_and_gives_every_array_back_bit_for_bit(tmp_path):
+    progress = Progress(tmp_path, {"scenario": 1}, resume=False)
+    rng = np.random.default_rng(0)
+    arrays = {"scores": rng.choice([0.25, 1.5, -3.0], size=(1, 2, 5000)),  # discrete scores: coded
+              "zeros": rng.choice([-0.0, 0.0], size=4000),  # equal but different bits: kept as they are
+              "reach": np.full((1, 2, 5000), np.nan), "many": rng.random((2, 3000))}
+    progress.save_arrays("block", arrays)
+    back = progress.load_arrays("block")
+    assert sorted(back) == sorted(arrays)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and back[name].tobytes() == array.tobytes(), name
+    with np.load(tmp_path / "block.npz") as saved:
+        assert saved["scores"].dtype == np.uint8 and saved["many"].dtype == float

@@ -191,7 +191,17 @@ CANARIES = "canaries"
 
 
 def _merged(blocks: list[dict]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([blk[k] for blk in blocks], axis=-1) for k in blocks[0]}
+    """The blocks joined on their last (trial) axis, copied into one array per key (``np.concatenate`` on the
+    last axis of 3-d arrays is several times slower)."""
+    merged = {}
+    for key, first in blocks[0].items():
+        out = np.empty(first.shape[:-1] + (sum(blk[key].shape[-1] for blk in blocks),), dtype=first.dtype)
+        start = 0
+        for blk in blocks:
+            out[..., start:start + blk[key].shape[-1]] = blk[key]
+            start += blk[key].shape[-1]
+        merged[key] = out
+    return merged
 
 
 def saved_scores(progress, produces: str, targets: int, trials: int, block_size: int) -> list[TargetScores] | None:

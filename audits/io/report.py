@@ -1,4 +1,4 @@
-"""Audit reports: report.json (machines), report.md and report.html (people), accuracy.png; trials.csv on request.
+"""Audit reports: report.json (machines), report.md and report.html (people), accuracy.svg; trials.csv on request.
 
 ``report.json`` follows the JSON Schema in ``report.schema.json`` (version
 ``SCHEMA_VERSION``); it is strict JSON: a number that is infinite or
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..utility import utility_summary
-from . import plots
+from . import plots, run_figures
 from .report_text import (CEILING_NOTE, _fmt, _strongest, accounting_note, claim_epsilon,  # noqa: F401
                           confidence_text, counts_text, epsilon_cell, md, population_text, reach_sentence,
                           report_markdown, schedule_text, summary_line, utility_curve, utility_measured,
@@ -145,7 +145,9 @@ def write_reports(result, out_dir: Path, csv: bool = False) -> dict:
     write_text(out_dir / "report.html", report_html(report, result.tests))
     if csv:
         write_trials_csv(result.tests, out_dir / "trials.csv")
-    _plot_accuracy(report, out_dir / "accuracy.png")
+    accuracy = run_figures.accuracy_figure(report)
+    if accuracy is not None:
+        write_bytes(out_dir / "accuracy.svg", accuracy)
     if getattr(result, "started", None) is not None:  # a fresh run (not a rebuilt report)
         now = time.time()
         report["timing"].update(writing_seconds=round(now - started, 3), total_seconds=round(now - result.started, 3),
@@ -189,31 +191,6 @@ def write_trials_csv(tests, path: Path) -> None:
     write_bytes(path, table.to_csv(index=False).encode())
 
 
-def _plot_accuracy(report: dict, path: Path) -> None:
-    curve = [p for p in report["utility"]["curve"] if p["accuracy"] is not None]
-    if not curve:
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
-    for ax, key, label in ((axes[0], "time", "time"), (axes[1], "users_seen", "users seen by the server")):
-        ax.plot([p[key] for p in curve], [p["accuracy"] for p in curve], marker="o")
-        ax.set_xlabel(label)
-        ax.grid(alpha=0.3)
-    axes[1].xaxis.set_major_formatter(matplotlib.ticker.EngFormatter())
-    axes[0].set_ylabel("item clustering accuracy")
-    axes[0].set_ylim(0, 1.02)
-    fig.suptitle(f"{report['scenario']['name']}: {report['scenario']['mechanism']['kind']}, "
-                 f"ε = {claim_epsilon(report['claim']['epsilon'])}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 # ---------------------------------------------------------------- HTML
 
 MAX_ROC_CURVES = 6
@@ -238,11 +215,12 @@ def render_html(template: str, **context) -> str:
     return env.get_template(template).render(**context)
 
 
-def figure(title: str, png: bytes | None, caption: str) -> dict | None:
-    """A figure for a template: the PNG embedded as a data URI."""
-    if png is None:
+def figure(title: str, image: bytes | None, caption: str) -> dict | None:
+    """A figure for a template: the PNG or SVG embedded as a data URI."""
+    if image is None:
         return None
-    return {"title": title, "caption": caption, "src": "data:image/png;base64," + base64.b64encode(png).decode()}
+    kind = "svg+xml" if image.startswith(b"<svg") else "png"
+    return {"title": title, "caption": caption, "src": f"data:image/{kind};base64," + base64.b64encode(image).decode()}
 
 
 def roc_curves(report: dict, tests) -> list[dict]:
@@ -266,7 +244,7 @@ def report_figures(report: dict, tests) -> list[dict]:
     shown = min(len(report["tests"]), MAX_ROC_CURVES)
     claimed = claim["epsilon"] is not None
     figures = [
-        figure("Attack ROC", plots.roc_figure(roc_curves(report, tests), claim),
+        figure("Attack ROC", run_figures.roc_figure(roc_curves(report, tests), claim),
                f"Each test's true against false positive rate over all its runs ({shown} strongest of "
                f"{len(report['tests'])} tests), log–log. "
                + (f"No ({claim['epsilon']:g}, {claim['delta']:g})-DP mechanism can put a point above the black "
@@ -274,13 +252,13 @@ def report_figures(report: dict, tests) -> list[dict]:
                   "The mechanism claims nothing (no claimed boundary). ")
                + "Dashed: the boundary at each test's ε_LB."),
         None if not claimed else figure("ε lower bounds against the claim",
-               plots.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
+               run_figures.epsilon_figure([{"label": t["name"], "claim": t["claim"]["epsilon"],
                                       "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
                                       "confidence": t["confidence"], "verdict": t["verdict"]}
                                      for t in report["tests"]], "ε_LB per test"),
                "Each test's lower bound (dot) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling "
                "(the largest bound these runs could show). Above the diagonal: the claim is exceeded."),
-        figure("The world over time", plots.timeline_figure(report["world"], report["utility"]),
+        figure("The world over time", run_figures.timeline_figure(report["world"], report["utility"]),
                "Users present in the churn world and the server's releases (grey lines)"
                + (f", with the {report['utility']['metric']} of each release." if utility_curve(report["utility"])
                   else ".")),

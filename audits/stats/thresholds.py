@@ -151,6 +151,14 @@ def rare_event_cuts(s0: np.ndarray, s1: np.ndarray, u: np.ndarray) -> np.ndarray
     return np.unique(np.concatenate([idx, idx + 1, [u.size]]))
 
 
+def _distinct_sorted(s: np.ndarray) -> np.ndarray:
+    """The distinct values of sorted ``s`` in one pass (``np.unique`` would sort again)."""
+    keep = np.empty(s.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> tuple[float, int, float]:
     """(threshold, direction, value) maximising ``crit(fp, fn, n_tests)`` over the cuts of sorted ``s0``, ``s1``.
 
@@ -163,7 +171,7 @@ def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> 
     """
     if candidates not in CANDIDATES:
         raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
-    u = np.unique(np.concatenate([s0, s1]))
+    u = np.unique(np.concatenate([_distinct_sorted(s0), _distinct_sorted(s1)]))
     full = np.append(u, np.inf)
     index = np.arange(full.size) if candidates == "all" else rare_event_cuts(s0, s1, u)
     cand = full[index]
