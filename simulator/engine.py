@@ -24,7 +24,7 @@ import simpy
 from mechanisms import Mechanism, UserBatch, WorldInfo
 
 from .population import Catalogue
-from .schedules import Panel
+from .schedules import Cohorts, Panel
 from .seeds import stream
 from .transcript import Recorder, Release, Round, Transcript
 
@@ -134,6 +134,8 @@ class MechanismRun:
         if keep.all():
             return
         gone = np.flatnonzero(~keep) if self._outputs else np.zeros(0, np.int64)
+        if gone.size and not self.recorder.keep_all_outputs:  # outputs nobody keeps are not computed
+            gone = gone[self.recorder.is_watched(self.active.ids[gone], self.active.inserted[gone])]
         for start in range(0, gone.size, self.schedule.batch_size):  # batch by batch: temporaries stay small
             part = self.active.take(gone[start:start + self.schedule.batch_size])
             outputs = self.mechanism.personal_output(part.rows, part.carried, self.state)
@@ -227,6 +229,13 @@ class MechanismRun:
             yield env.timeout(tick * self.schedule.query_interval - env.now)
             self.query_round(env.now)
 
+    def releases_after(self, env: simpy.Environment, ticks):
+        """A release after the round of each tick in ``ticks`` (0: before the first round)."""
+        for tick in ticks:
+            yield env.timeout(tick * self.schedule.query_interval - env.now)
+            yield env.timeout(0)  # after every event already due now (this tick's round)
+            self.release(env.now)
+
     def scheduled_releases(self, env: simpy.Environment):
         """A release at the first tick at or after each multiple of ``release_interval``, after its round."""
         dt = self.schedule.query_interval
@@ -241,16 +250,20 @@ class MechanismRun:
 def run_protocol(mechanism: Mechanism, population, catalogue: Catalogue, churn, world_seed: np.random.SeedSequence,
                  coins_seed: np.random.SeedSequence | None = None, recorder: Recorder | None = None,
                  inserted: Inserted | None = None) -> Transcript:
-    """Run the churn world (or a :class:`Panel` cohort) until ``churn.horizon`` and return its transcript.
+    """Run the churn world (or a :class:`Panel`, or :class:`Cohorts`) until ``churn.horizon``; its transcript.
 
-    The server releases every ``release_interval`` and once more at the
-    horizon if the last scheduled release fell before it.
+    The server releases every ``release_interval`` (``Cohorts``: after its
+    ``release_ticks``) and once more at the horizon if the last release fell before it.
     """
     run = MechanismRun(mechanism, population, catalogue, churn, world_seed, coins_seed, recorder, inserted)
     env = simpy.Environment()
-    env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
+    if isinstance(churn, Cohorts):
+        env.process(run.cohort_arrivals(env, churn.sizes))
+    else:
+        env.process(run.panel_arrival(env) if isinstance(churn, Panel) else run.poisson_arrivals(env))
     env.process(run.query_rounds(env))
-    env.process(run.scheduled_releases(env))
+    env.process(run.releases_after(env, churn.release_ticks) if isinstance(churn, Cohorts)
+                else run.scheduled_releases(env))
     env.run(until=churn.horizon + churn.query_interval * 1e-9)
     releases = run.recorder.releases
     if not releases or releases[-1].time < churn.horizon - 1e-9:

@@ -1,7 +1,6 @@
 """Learning curves without churn: how the server's estimate improves with users seen."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -11,6 +10,7 @@ from mechanisms import Mechanism
 
 from .engine import MechanismRun
 from .population import Catalogue
+from .schedules import Cohorts
 from .transcript import Recorder
 
 
@@ -52,17 +52,10 @@ def _cohort_run(population, catalogue, mechanism, at, root, batch_size, recorder
             sizes.append(int(min(batch_size, target - seen)))
             seen += sizes[-1]
         stops.append((len(sizes), seen))
-    run = MechanismRun(mechanism, population, catalogue, Cohorts(batch_size=batch_size), root, recorder=recorder)
+    run = MechanismRun(mechanism, population, catalogue, Cohorts(tuple(sizes), batch_size=batch_size), root,
+                       recorder=recorder)
     env = simpy.Environment()
     env.process(run.cohort_arrivals(env, sizes))
     env.process(run.query_rounds(env))
     return run, env, stops
 
-
-@dataclass(frozen=True)
-class Cohorts:
-    """The schedule of a learning curve: one tick per cohort, one answer per user."""
-
-    batch_size: int = 4096
-    query_interval: float = 1.0
-    queries_per_user: int = 1

@@ -43,8 +43,8 @@ def ratings_path(path: Path | None, dataset: str | None) -> Path:
 class _Draws:
     """One run's draws from a finite set of users without replacement: each user at most once per run."""
 
-    def __init__(self, pool: np.ndarray):
-        self.pool, self.order, self.taken = pool, None, 0
+    def __init__(self, pool: np.ndarray, ordered: bool = False):
+        self.pool, self.order, self.taken = pool, pool if ordered else None, 0
 
     def take(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.order is None:
@@ -160,18 +160,20 @@ class MatrixPopulation:
     held-out ones. The first array ``sample_users`` returns (the cluster
     labels of other populations) holds each user's source row, so outputs can
     be matched to held-out ratings. ``max_rating`` is the largest rating
-    magnitude of the data's domain (audit pairs use it).
+    magnitude of the data's domain (audit pairs use it). ``ordered``: a run takes the rows in their
+    stored order instead of a random one (a study that fixed who is public and who arrives when).
     """
 
     rows: UserBatch
     test: sparse.csr_array | None = None
     max_rating: float = 1.0
+    ordered: bool = False
     _draws: _Draws | None = field(default=None, init=False, repr=False)
 
     def for_run(self) -> "MatrixPopulation":
         """This matrix for one run: the run's draws (public users, then the panel) never repeat a row."""
         run = copy.copy(self)
-        run._draws = _Draws(np.arange(len(self.rows)))
+        run._draws = _Draws(np.arange(len(self.rows)), self.ordered)
         return run
 
     def catalogue(self, rng: np.random.Generator) -> Catalogue:

@@ -7,8 +7,8 @@ For each world (the star blockmodel of ``scenarios/xin-jaakkola.yaml``, larger;
 and a MovieLens-format file: ``--ratings`` or, by default, one this command
 writes with a different blockmodel and reads back through
 ``simulator.ratings.load_ratings``) the users are split into 100 public users,
-``--private`` private users arriving in batches of 20 (the protocol's own
-``messages``/``aggregate``, as the engine drives them with ``batch_size: 20``)
+``--private`` private users arriving in cohorts of 20 (``simulator.engine`` with a
+``Cohorts`` schedule: each cohort answers the model the previous ones updated)
 and 200 evaluation users, each with 10 ratings held out. For every mechanism:
 
 * utility: RMSE and NDCG@10 (``simulator.metrics``) of the evaluation users'
@@ -51,11 +51,14 @@ from mechanisms import UserBatch, WorldInfo
 from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from simulator.metrics import ndcg_at_k, rmse
 from simulator.neighbours import PAIR_POLICIES
+from simulator.engine import run_protocol
 from simulator.population import StarSBMPopulation
+from simulator.populations import MatrixPopulation
 from simulator import datasets
 from simulator.ratings import hold_out_per_user, load_ratings, write_population_file
-from simulator.seeds import stream
-from simulator.transcript import MessagesView
+from simulator.schedules import Cohorts
+from simulator.seeds import child_seed, stream
+from simulator.transcript import MessagesView, Recorder
 
 from audits import reconstruction
 from audits.io.report import finite
@@ -155,19 +158,17 @@ def file_world(path: Path, n_private: int, seed: int, top_items: int | None = 15
 # ---------------------------------------------------------------------- one mechanism on one world
 
 
-def serve(mech: XinJaakkola, world: World, rng: np.random.Generator, checkpoints: list[int]):
-    """Public EM, then the private users in batches of 20; the model at each checkpoint and every message."""
-    state = mech.init_public(mech.init_state(WorldInfo(world.public.n_items, 0, 1)), world.public)
-    models, messages = {0: state.model}, []
-    for start in range(0, len(world.private), BATCH):
-        batch = world.private.take(slice(start, start + BATCH))
-        out = mech.messages(batch, state.model, rng)
-        messages.append(out)
-        state = mech.aggregate(state, None, out)
-        done = min(start + BATCH, len(world.private))
-        if done in checkpoints:
-            models[done] = state.model
-    return state, models, np.concatenate(messages)
+def run_private_users(mech: XinJaakkola, world: World, seed: np.random.SeedSequence, checkpoints: list[int]):
+    """Public EM, then the private users in cohorts of 20 through the engine (the server updates between
+    cohorts): the final model, the model after 0 and each checkpoint's number of private users, every message."""
+    rows = UserBatch.concat([world.public, world.private])
+    population = MatrixPopulation(rows, ordered=True)  # the public users first, then the private ones in order
+    mech.public_users = len(world.public)
+    schedule = Cohorts.every(len(world.private), BATCH, (0, *checkpoints))
+    transcript = run_protocol(mech, population, population.catalogue(None), schedule, seed,
+                              recorder=Recorder(messages="all", answers=False))
+    models = {r.users_seen: r.item_labels for r in transcript.releases}
+    return transcript.releases[-1].item_labels, models, transcript.messages
 
 
 def utility(mech: XinJaakkola, model, world: World) -> dict:
@@ -261,8 +262,8 @@ def choose_weight(mech, world: World, rng: np.random.Generator) -> float:
     errors = []
     for weight in LAPLACE_WEIGHTS:
         mech.private_weight = weight
-        state, _, _ = serve(mech, validation, np.random.default_rng(rng.integers(2 ** 32)), [])
-        errors.append(_validation_rmse(mech, state.model, train, held))
+        model, _, _ = run_private_users(mech, validation, np.random.SeedSequence(rng.integers(2 ** 32)), [])
+        errors.append(_validation_rmse(mech, model, train, held))
     return float(LAPLACE_WEIGHTS[int(np.argmin(errors))])
 
 
@@ -279,15 +280,16 @@ def study_world(world: World, trials: int, seed: int, report=print, leakage: boo
         mech.levels, mech.ridge = sorted(world.levels), ridge
         if mech.response == "laplace":
             mech.private_weight = choose_weight(mech, world, stream(np.random.SeedSequence(seed), "weight", label))
-        rng = stream(np.random.SeedSequence(seed), "study", label)
-        state, models, messages = serve(mech, world, rng, checkpoints)
+        coins = child_seed(np.random.SeedSequence(seed), "study", label)
+        model, models, messages = run_private_users(mech, world, coins, checkpoints)
         row = {"mechanism": label, "kind": mech.kind, "response": mech.response, "ridge": ridge,
                "private_weight": mech.private_weight,
                "claim_epsilon": mech.claim.epsilon if mech.claim.promises else None,
-               **utility(mech, state.model, world),
+               **utility(mech, model, world),
                "rmse_curve": {str(k): utility(mech, m, world)["rmse"] for k, m in sorted(models.items())},
-               "distinguishing": distinguishing(mech, state.model, world, attacks, trials, rng) if leakage else {},
-               "reconstruction": reconstructions(kinds, mech, state.model, models[0], world, messages)
+               "distinguishing": distinguishing(mech, model, world, attacks, trials, stream(coins, "distinguish"))
+               if leakage else {},
+               "reconstruction": reconstructions(kinds, mech, model, models[0], world, messages)
                if leakage and messages.shape[1] else {}}
         row["seconds"] = round(time.time() - started, 2)
         report(f"  {world.name}: {label}: RMSE {row['rmse']:.4f} ({row['seconds']} s)")

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch
+from mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch, WorldInfo
 from simulator.churn import Churn, simulate
 from simulator.engine import Inserted, MechanismRun, run_protocol, spread_ticks
 from simulator.learning import learning_curve, serve
@@ -167,3 +167,45 @@ def test_users_seen_counts_users_not_answers():
     tr = simulate(POP, catalogue(), MaxSense(epsilon=1.0), churn(queries_per_user=3, mean_lifetime=10.0),
                   np.random.SeedSequence(6))
     assert tr.releases[-1].users_seen == tr.n_answered_users < tr.answer_user.size
+
+
+def test_cohorts_release_after_the_round_that_reaches_each_count():
+    from simulator.schedules import Cohorts
+
+    schedule = Cohorts.every(50, 20, (0, 12, 40, 50))
+    assert schedule.sizes == (20, 20, 10) and schedule.release_ticks == (0, 1, 2, 3)
+    assert Cohorts.every(40, 20, (40,)).release_ticks == (2,) and Cohorts.every(40, 20).horizon == 2.0
+
+
+def test_an_update_every_k_users_runs_through_the_engine_as_a_hand_written_loop_would():
+    """Xin–Jaakkola's server, fed 20 users per round by ``Cohorts``, ends where a hand-written loop over the
+    same users (each batch answers the model the previous batches updated) ends; the ``exact`` response's
+    random sign cancels in the moments, so the two agree to rounding whatever the coins."""
+    from mechanisms.xin_jaakkola import XinJaakkola
+    from simulator.population import StarSBMPopulation
+    from simulator.populations import MatrixPopulation
+    from simulator.schedules import Cohorts
+
+    pop = StarSBMPopulation(n_items=15, user_cluster_weights=[1, 1], item_cluster_weights=[1, 1],
+                            star_probability=[[[0.1, 0.1, 0.2, 0.3, 0.3]] * 2, [[0.3, 0.3, 0.2, 0.1, 0.1]] * 2],
+                            ratings_per_user=6)
+    rng = np.random.default_rng(4)
+    _, rows = pop.sample_users(130, pop.catalogue(rng), rng)
+    public, private = rows.take(slice(0, 30)), rows.take(slice(30, 130))
+    mech = XinJaakkola(response="exact", public_users=30, em_iterations=3)
+    population = MatrixPopulation(rows, ordered=True)
+    transcript = run_protocol(mech, population, population.catalogue(None), Cohorts.every(100, 20, (0, 40)),
+                              np.random.SeedSequence(1), recorder=Recorder(messages="all", answers=False))
+    assert [r.users_seen for r in transcript.releases] == [0, 40, 100]
+    assert transcript.messages.shape == (100, 15)
+
+    by_hand = XinJaakkola(response="exact", public_users=30, em_iterations=3)
+    state = by_hand.init_public(by_hand.init_state(WorldInfo(15, 6, 2)), public)
+    assert np.array_equal(transcript.releases[0].item_labels.sigma, state.model.sigma)
+    for start in range(0, 100, 20):
+        batch = private.take(slice(start, start + 20))
+        state = by_hand.aggregate(state, None, by_hand.messages(batch, state.model, np.random.default_rng(start)))
+        if start + 20 == 40:
+            assert np.allclose(transcript.releases[1].item_labels.sigma, state.model.sigma)
+    assert np.allclose(transcript.releases[-1].item_labels.sigma, state.model.sigma)
+    assert state.model.private_users == transcript.releases[-1].item_labels.private_users == 50
