@@ -4,7 +4,7 @@
 here build each class's small ``test_scenario`` through the scenario loader and
 run it through the engine or the audit, the path a user's scenario takes.
 ``tests/test_conformance.py`` runs every check over every registered entry
-(``MECHANISMS``, ``ATTACKS``, ``ESTIMATORS``, ``DESIGNS``).
+(``MECHANISMS``, ``ATTACKS``, ``ESTIMATORS``, ``DESIGNS``, ``POPULATIONS``).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
+import pydantic
 import yaml
 from annotated_types import Ge, Gt, Le, Lt
 from scipy import sparse
@@ -25,6 +26,8 @@ from attacks.checks import yield_checks as attack_checks_without_run
 from mechanisms import MECHANISMS, Mechanism, PrivacyClaim
 from mechanisms.accounting import GaussianRelease, account
 from mechanisms.checks import yield_checks as mechanism_checks_without_world
+from simulator.checks import params as population_checks_without_scenario_params
+from simulator.checks import yield_checks as population_checks_without_scenario
 from simulator.churn import Churn
 from simulator.engine import run_protocol
 from simulator.populations import POPULATIONS
@@ -32,6 +35,7 @@ from simulator.seeds import stream
 from simulator.transcript import Recorder, Transcript
 
 from .designs import DESIGNS, Design, DesignError
+from .io.sections import PopulationConfig
 from .io.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, load_scenario
 from .io.yamlio import ScenarioError
 from .runner import run_scenario
@@ -375,3 +379,30 @@ def design_checks(cls: type[Design], slow: bool = False) -> Iterator[Check]:
     if slow:
         return
     yield from (check_design_registered, check_design_refuses_other_models, check_design_scores_a_real_run)
+
+
+# ---------------------------------------------------------------- populations
+
+
+def check_population_constraints(cls: type) -> None:
+    """Its test parameters load as a scenario's ``population`` block; every declared constraint, broken, is
+    refused there naming the field."""
+    adapter = pydantic.TypeAdapter(PopulationConfig)
+    block = {"kind": cls.kind} | population_checks_without_scenario_params(cls)
+    adapter.validate_python(block)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for field in dataclasses.fields(cls):
+        for value, constraint in (bad_values(hints.get(field.name)) if field.init else ()):
+            try:
+                adapter.validate_python(block | {field.name: value})
+            except pydantic.ValidationError as exc:
+                assert any(field.name in e["loc"] for e in exc.errors()), f"{field.name} = {value!r}: {exc}"
+            else:
+                raise AssertionError(f"{cls.kind}: {field.name} = {value!r} breaks {constraint} but loads")
+
+
+def population_checks(cls: type, slow: bool = False) -> Iterator[Check]:
+    if slow:
+        return
+    yield from population_checks_without_scenario(cls)
+    yield check_population_constraints

@@ -68,6 +68,9 @@ class Population:
     """Base of every population kind: ``class X(Population, kind="x")`` registers ``X`` in ``POPULATIONS``."""
 
     kind: ClassVar[str]
+    #: the conformance suite (``simulator.checks``) builds the class with these (a ``path`` field gets a
+    #: generated ratings file)
+    test_params: ClassVar[dict] = {}
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -120,6 +123,9 @@ class SBMPopulation(_BlockModel, kind="sbm"):
     and is stored as +1 (like) or -1 (dislike).
     """
 
+    test_params: ClassVar[dict] = {"n_items": 20, "ratings_per_user": 5, "user_cluster_weights": [0.5, 0.5],
+                                   "item_cluster_weights": [0.5, 0.5], "like_probability": [[0.9, 0.3], [0.6, 0.1]]}
+
     n_items: Annotated[int, Ge(2)]
     user_cluster_weights: list[Annotated[float, Gt(0)]]
     item_cluster_weights: list[Annotated[float, Gt(0)]]
@@ -160,6 +166,11 @@ class StarSBMPopulation(_BlockModel, kind="sbm_stars"):
     ``like_probability``, derived). ``held_out``: ratings of each user withheld from its
     row (drawn with the user) and kept in ``UserBatch.held_out`` to score predictions.
     """
+
+    test_params: ClassVar[dict] = {"n_items": 20, "ratings_per_user": 5, "user_cluster_weights": [0.5, 0.5],
+                                   "item_cluster_weights": [0.5, 0.5], "held_out": 1,
+                                   "star_probability": [[[0.1, 0.1, 0.2, 0.3, 0.3], [0.3, 0.3, 0.2, 0.1, 0.1]],
+                                                        [[0.2, 0.2, 0.2, 0.2, 0.2], [0.5, 0.2, 0.1, 0.1, 0.1]]]}
 
     n_items: Annotated[int, Ge(2)]
     user_cluster_weights: list[Annotated[float, Gt(0)]]
@@ -228,6 +239,8 @@ class RankOnePopulation(Population, kind="rank_one"):
     Users' clusters (and items' labels) are the signs of ``u`` (``v``): 0 positive, 1
     negative — with the default threshold 0 a user likes exactly the items of its own sign.
     """
+
+    test_params: ClassVar[dict] = {"n_items": 20, "ratings_per_user": 5}
 
     n_items: Annotated[int, Ge(2)]
     ratings_per_user: Annotated[int, Ge(1)]

@@ -9,7 +9,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from annotated_types import Ge, Gt, Lt
@@ -226,6 +226,8 @@ class RankOneMatrix(_Panel, kind="rank_one_matrix"):
     ``canary_items`` more items follow the ``n_items`` that no user rates: audit pairs that find them
     (``simulator.neighbours.reserved_items``) give each audited user items of its own (isolated canaries).
     """
+
+    test_params: ClassVar[dict] = {"n_users": 30, "n_items": 20, "ratings_per_user": 5, "canary_items": 2}
 
     n_users: Annotated[int, Ge(1)]
     n_items: Annotated[int, Ge(2)]

@@ -1,6 +1,6 @@
 """The conformance suites over every registered part (the scikit-learn ``parametrize_with_checks`` pattern).
 
-Each registered mechanism, attack, estimator and design runs every check of
+Each registered mechanism, attack, estimator, design and population runs every check of
 its suite (``mechanisms.checks``, ``attacks.checks``, ``audits.checks``);
 a new part is done when its rows pass. The slow rows (``-m slow``) audit every
 negative control (its audit must say "violated": each states its power below)
@@ -9,6 +9,8 @@ what they are for: a deliberately wrong claim and a sampler that ignores the
 run's seed fail them.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -20,11 +22,15 @@ from audits.stats.estimators import ESTIMATORS
 from mechanisms import MECHANISMS, MaxSense
 from mechanisms import checks as mechanism_checks
 from mechanisms.claims import PrivacyClaim
+from simulator import checks as population_checks
+from simulator.population import SBMPopulation
+from simulator.populations import POPULATIONS
 
 
 #: every registry and its suite
 SUITES = (("mechanism", MECHANISMS, checks.mechanism_checks), ("attack", ATTACKS, checks.attack_checks),
-          ("estimator", ESTIMATORS, checks.estimator_checks), ("design", DESIGNS, checks.design_checks))
+          ("estimator", ESTIMATORS, checks.estimator_checks), ("design", DESIGNS, checks.design_checks),
+          ("population", POPULATIONS, checks.population_checks))
 
 
 def _rows(slow: bool = False):
@@ -90,3 +96,18 @@ def test_a_sampler_ignoring_the_seed_fails_the_suite(monkeypatch):
 
 def test_the_correct_mechanism_passes_where_the_fixtures_fail():
     assert _failures(MaxSense) == []
+
+
+@dataclasses.dataclass
+class _UnseededPopulation(SBMPopulation):
+    """Draws its users' likes from fresh entropy, not from the run's ``users`` stream."""
+
+    def sample_users(self, n_users, catalogue, rng):
+        return super().sample_users(n_users, catalogue, np.random.default_rng())
+
+
+def test_a_population_ignoring_the_seed_fails_the_suite(monkeypatch):
+    monkeypatch.setitem(POPULATIONS, "sbm", _UnseededPopulation)
+    with pytest.raises(AssertionError, match="same seed gave other"):
+        population_checks.check_population_same_seed_same_users(_UnseededPopulation)
+    population_checks.check_population_same_seed_same_users(SBMPopulation)
