@@ -37,3 +37,45 @@ def test_every_error_class_is_in_the_one_hierarchy():
     assert not outside, f"error classes outside mechanisms.errors' hierarchy: {outside}"
     both = [name for name, cls in errors.items() if issubclass(cls, BadInput) and issubclass(cls, InternalError)]
     assert not both
+
+
+FRAMEWORK = ("mechanisms", "simulator", "attacks", "audits")
+MODULE_LINES = 450
+
+
+def _sources(*packages: str) -> dict[str, str]:
+    return {str(path.relative_to(ROOT)): path.read_text() for package in packages
+            for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def test_no_framework_module_is_over_450_lines():
+    """Modules split by topic: none of the four packages holds a module of more than 450 lines."""
+    long = {name: text.count("\n") for name, text in _sources(*FRAMEWORK).items() if text.count("\n") > MODULE_LINES}
+    assert not long, f"split these by topic: {long}"
+
+
+def test_one_round_loop_and_no_study_in_the_framework():
+    """The engine is the one round loop: only simulator/engine.py asks users to respond and aggregates their
+    messages; studies live in studies/, not audits/."""
+    loops = [name for name, text in _sources(*FRAMEWORK, "studies").items()
+             if (".respond(" in text or ".aggregate(" in text) and not name.startswith("mechanisms/")]
+    assert loops == ["simulator/engine.py"], loops
+    assert not list((ROOT / "audits").rglob("*_study.py"))
+
+
+def test_one_name_per_thing():
+    """One ViewKind, no class shadowing typing.Protocol, and every registered part names its kind once."""
+    import re
+
+    from attacks import ATTACKS
+    from audits.designs import DESIGNS
+    from audits.stats.estimators import ESTIMATORS
+    from mechanisms import MECHANISMS
+    from simulator.populations import POPULATIONS
+
+    sources = _sources(*FRAMEWORK, "studies")
+    assert [n for n, t in sources.items() if re.search(r"^ViewKind\s*=", t, re.M)] == ["mechanisms/claims.py"]
+    assert not [n for n, t in sources.items() if re.search(r"^class Protocol\b", t, re.M)]
+    for registry in (MECHANISMS, ATTACKS, ESTIMATORS, DESIGNS, POPULATIONS):
+        for kind, cls in registry.items():
+            assert cls.kind == kind and "name" not in vars(cls), f"{cls.__qualname__} states its name twice"
