@@ -24,6 +24,7 @@ from .info_commands import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATE
 from .io.report import summary_line
 from .io.shipped import resolve
 from .io.store import hold_folder
+from .io.studies import StudyScenario
 from .io.yamlio import ScenarioError, one_line
 
 EXECUTORS = ["serial", "processes", "dask"]
@@ -205,6 +206,12 @@ def _load(args: argparse.Namespace):
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
         print(f"--workers: must be between 1 and {MAX_WORKERS}", file=sys.stderr)
         return None
+    if isinstance(scenario, StudyScenario):
+        if args.command != "run":
+            print(f"{args.scenario}: study: a study scenario runs with 'recaudit run' (its study iterates by "
+                  f"itself)", file=sys.stderr)
+            return None
+        return scenario
     if args.executor or args.workers or getattr(args, "full", False):  # the scenario as written was checked
         flags = " ".join(f for f, on in (("--executor", args.executor), ("--workers", args.workers),
                                          ("--full", getattr(args, "full", False))) if on)
@@ -243,6 +250,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if scenario is None:
         return EXIT_BAD_INPUT
+    if isinstance(scenario, StudyScenario):
+        return _run_study(args, scenario)
     _announce_cost(scenario)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):  # checked (and held) before any simulation
@@ -256,6 +265,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(summary_line(report))
     print(f"reports in {out}/ (report.html, report.md, report.json{', trials.csv' if args.csv else ''})")
     return EXIT_VIOLATED if args.fail_on_violation and report["verdict"] == "violated" else EXIT_OK
+
+
+def _run_study(args: argparse.Namespace, scenario: StudyScenario) -> int:
+    """A study: refused before any work when it cannot run; every part saved as it finishes (a rerun resumes)."""
+    study = scenario.build()
+    study.check()
+    out = args.out or Path("runs") / scenario.name
+    with hold_folder(out):
+        written = study.run(out, scenario.seed, ConsoleReporter(args.quiet))
+    print(f"{scenario.name}: tables in {out}/ ({', '.join(p.name for p in written)}); a rerun into the same "
+          "folder resumes")
+    return EXIT_OK
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
 """Research studies built on recaudit's public API (top layer: may import every package, nothing imports it).
 
-Each module is runnable: ``python -m studies.xin_jaakkola``, ``python -m studies.sp2``,
+Each study is a scenario kind (``study: {kind: ...}``, run by ``recaudit run``; ``audits.io.studies``);
+each module is also runnable: ``python -m studies.xin_jaakkola``, ``python -m studies.sp2``,
 ``python -m studies.mcsherry_mironov_per_user`` (``--help`` lists the arguments).
 """
+from . import mcsherry_mironov_per_user, sp2, xin_jaakkola  # noqa: F401  (each registers its study kind)

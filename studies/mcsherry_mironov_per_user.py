@@ -33,7 +33,7 @@ import argparse
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ from simulator.seeds import child_seed, stream
 
 from audits.designs.base import AuditJob
 from audits.designs.full_runs import runs_block
+from audits.io.studies import DataTooSmall, Study
 from audits.stats.estimators import ESTIMATORS
 
 COUNTS = (1, 2, 5, 10, 20, 50)
@@ -103,8 +104,9 @@ def accountant_user_epsilon(mech: McSherryMironov, count: int) -> float:
 
 
 def study(counts=COUNTS, epsilon: float = 2.0, trials: int = 2000, alpha: float = 0.05,
-          world: StudyWorld = StudyWorld(), report=print) -> list[dict]:
-    """One row per rating count: ε_LB (confidence 1 − α/len(counts)), its ceiling, and the reference bounds."""
+          world: StudyWorld = StudyWorld(), report=print, done: list[dict] = (), save=lambda rows: None) -> list[dict]:
+    """One row per rating count: ε_LB (confidence 1 − α/len(counts)), its ceiling, and the reference bounds.
+    Rows in ``done`` (an earlier run with the same settings) are kept; ``save(rows)`` follows every new row."""
     mech = McSherryMironovPerUserClaim(epsilon=epsilon, min_rating=-1.0, max_rating=1.0, rank=2)
     root = np.random.SeedSequence(world.seed)
     population = RankOneMatrix(n_users=world.users, n_items=world.items, ratings_per_user=world.background_ratings,
@@ -118,8 +120,10 @@ def study(counts=COUNTS, epsilon: float = 2.0, trials: int = 2000, alpha: float 
                    mech.claim, "releases", 1, entropy("audit"), entropy("world"))
     estimator = ESTIMATORS["split"]()
     alpha_each = alpha / len(counts)
-    rows = []
+    rows = [r for r in done if r["ratings"] in counts]
     for count in counts:
+        if any(r["ratings"] == count for r in rows):
+            continue
         started = time.perf_counter()
         pair = target_pair(count, world.items, stream(root, "target", count))
         scores = runs_block(job, pair, 0, count, trials)["scores"][0]
@@ -134,7 +138,8 @@ def study(counts=COUNTS, epsilon: float = 2.0, trials: int = 2000, alpha: float 
                      "d_prime": float((scores[1].mean() - scores[0].mean()) / spread),
                      "trials_per_world": trials, "seconds": round(time.perf_counter() - started, 2)})
         report(json.dumps(rows[-1]))
-    return rows
+        save(rows)
+    return sorted(rows, key=lambda r: counts.index(r["ratings"]))
 
 
 def markdown(rows: list[dict], epsilon: float, world: StudyWorld, alpha: float) -> str:
@@ -154,6 +159,50 @@ def markdown(rows: list[dict], epsilon: float, world: StudyWorld, alpha: float) 
     return "\n".join(lines) + "\n"
 
 
+def write(out: Path, rows: list[dict], settings: dict, world: StudyWorld, epsilon: float, alpha: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mm_user_study.md").write_text(markdown(rows, epsilon, world, alpha))
+    (out / "mm_user_study.json").write_text(json.dumps({"settings": settings, "epsilon": epsilon,
+                                                        "world": world.__dict__, "alpha": alpha, "rows": rows},
+                                                       indent=1))
+
+
+def run(out: Path, counts, epsilon: float, trials: int, alpha: float, world: StudyWorld, report=print) -> list[dict]:
+    """The study into ``out``, each count saved as it finishes; counts saved by a run with the same settings
+    are kept."""
+    settings = {"counts": list(counts), "epsilon": epsilon, "trials": trials, "alpha": alpha, "world": world.__dict__}
+    saved = out / "mm_user_study.json"
+    previous = json.loads(saved.read_text()) if saved.exists() else {}
+    done = previous.get("rows", []) if previous.get("settings") == settings else []
+    rows = study(tuple(counts), epsilon, trials, alpha, world, report, done,
+                 save=lambda rows: write(out, rows, settings, world, epsilon, alpha))
+    write(out, rows, settings, world, epsilon, alpha)
+    return rows
+
+
+@dataclass
+class McSherryMironovPerUserStudy(Study, kind="mcsherry_mironov_per_user"):
+    """McSherry–Mironov (Laplace, per-rating ε) audited at user level on its own rank-one world (``users`` x
+    ``items``, the scenario's seed): ε_LB against the target's rating count, beside the group bound, the
+    accountant's per-user ε and the pair's exact loss."""
+
+    counts: list[int] = field(default_factory=lambda: list(COUNTS))
+    epsilon: float = 2.0
+    trials: int = 2000
+    alpha: float = 0.05
+    users: int = 100
+    items: int = 100
+
+    def check(self) -> None:
+        if 2 * max(self.counts) > self.items:
+            raise DataTooSmall(f"counts: {max(self.counts)} ratings replaced need {2 * max(self.counts)} items; "
+                               f"the world has {self.items}")
+
+    def run(self, out: Path, seed: int, log) -> list[Path]:
+        run(out, self.counts, self.epsilon, self.trials, self.alpha, StudyWorld(self.users, self.items, 20, seed), log)
+        return [out / "mm_user_study.md", out / "mm_user_study.json"]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder for mm_user_study.md and .json")
@@ -166,14 +215,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=2009)
     args = parser.parse_args(argv)
     world = StudyWorld(args.users, args.items, 20, args.seed)
-    rows = study(args.counts, args.epsilon, args.trials, args.alpha, world)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    text = markdown(rows, args.epsilon, world, args.alpha)
-    (out / "mm_user_study.md").write_text(text)
-    (out / "mm_user_study.json").write_text(json.dumps({"epsilon": args.epsilon, "world": world.__dict__,
-                                                        "alpha": args.alpha, "rows": rows}, indent=1))
-    print(text)
+    run(out, args.counts, args.epsilon, args.trials, args.alpha, world)
+    print((out / "mm_user_study.md").read_text())
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,8 @@ from simulator.metrics import ndcg_at_k, rmse
 from simulator.population import StarSBMPopulation
 from simulator import datasets
 from simulator.ratings import load_ratings, write_population_file
+
+from audits.io.studies import DataTooSmall, Study
 
 BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
 SCHEMES = ["H1", "H2"]
@@ -363,6 +365,57 @@ def over_splits(result: dict) -> list[str]:
     return lines + [""]
 
 
+def parse_allocation(text: str) -> tuple[str, tuple[float, float]]:
+    """``"H1:2,2"`` → ``("H1", (2.0, 2.0))``."""
+    scheme, beta = text.split(":")
+    a, b = (float(x) for x in beta.split(","))
+    if scheme not in SCHEMES:
+        raise ValueError(f"allocation {text!r}: the scheme is one of {', '.join(SCHEMES)}")
+    return scheme, (a, b)
+
+
+@dataclass
+class SP2Study(Study, kind="sp2"):
+    """SP2's Table 2 on a ratings file (``dataset`` fetched by ``recaudit data``, or ``ratings``): all public,
+    only public, naive, clustering, joint and all private for each allocation (``"H1:2,2"``: scheme and
+    Beta), over ``splits`` per-user splits, beside scikit-surprise's SVD on the same splits; the server
+    view's leakage audit when ``audit_trials`` > 0; the synthetic worlds only with ``synthetic``."""
+
+    dataset: str | None = None
+    ratings: str | None = None
+    splits: int = 1
+    allocations: list[str] = field(default_factory=lambda: [f"{s}:{a:g},{b:g}" for s in SCHEMES for a, b in BETAS])
+    audit_trials: int = 0
+    fine_tune_epochs: int = 20
+    factors: int = 100
+    clusters: int = 10
+    surprise: bool = True
+    synthetic: bool = False
+
+    def __post_init__(self) -> None:
+        self._allocations = [parse_allocation(a) for a in self.allocations]
+
+    def _file(self) -> Path | None:
+        return datasets.find(self.dataset) if self.dataset else Path(self.ratings) if self.ratings else None
+
+    def check(self) -> None:
+        ratings = self._file()
+        if ratings is None:
+            return
+        data = load_ratings(ratings)
+        rich = int(np.count_nonzero(np.diff(data.train.indptr) >= 5))
+        if rich < 2 * self.clusters or data.n_items < 2 * self.clusters:
+            raise DataTooSmall(f"{ratings}: {data.n_users} users ({rich} with 5 ratings or more) and {data.n_items} "
+                               f"items are too few for {self.clusters} clusters (at least {2 * self.clusters} of each)")
+
+    def run(self, out: Path, seed: int, log) -> list[Path]:
+        ratings = self._file()
+        config = StudyConfig(factors=self.factors, fine_tune_epochs=self.fine_tune_epochs, clusters=self.clusters)
+        run_study(out, seed, ratings, self.audit_trials, config, self.surprise, log=log,
+                  synthetic=self.synthetic or ratings is None, splits=self.splits, allocations=self._allocations)
+        return [out / "sp2_study.md", out / "sp2_study.json"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studies.sp2", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for sp2_study.md / .json")
@@ -384,8 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = StudyConfig(factors=args.factors, fine_tune_epochs=args.fine_tune_epochs, clusters=args.clusters)
     ratings = datasets.find(args.dataset) if args.dataset else args.ratings
-    allocations = [(a.split(":")[0], tuple(float(x) for x in a.split(":")[1].split(","))) for a in args.allocations] \
-        if args.allocations else None
+    allocations = [parse_allocation(a) for a in args.allocations] if args.allocations else None
     result = run_study(args.out, args.seed, ratings, args.audit_trials, config, not args.no_surprise,
                        args.sbm_users, log=lambda m: print(m, file=sys.stderr),
                        synthetic=args.synthetic or ratings is None, splits=args.splits, allocations=allocations)

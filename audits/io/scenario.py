@@ -28,6 +28,7 @@ from .limits import GIB, LimitsConfig, estimate_cost, grid_cost, over_limits, ov
 from .sections import (ROLE_FIELDS, SAFE_NAME, STRICT, AttackConfig, AuditConfig, ChurnConfig,  # noqa: F401
                        ExecutorConfig, GridConfig, MechanismConfig, PanelConfig, PopulationConfig, SweepAxis,
                        SweepConfig, build, build_churn, build_estimator, with_parameter)
+from .studies import StudyScenario
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
 
@@ -326,14 +327,16 @@ def _panel_size_field(scenario: Scenario) -> str | None:
     return "panel.n_users" if scenario.panel.n_users else "population.n_users"
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Load and validate a scenario; every problem raises one ScenarioError listing all of them."""
+def load_scenario(path: str | Path) -> Scenario | StudyScenario:
+    """Load and validate a scenario (a study scenario when it names a ``study``); every problem raises one
+    ScenarioError listing all of them."""
     path = Path(path)
     data, lines = load_yaml(path)
+    model = StudyScenario if isinstance(data, dict) and "study" in data else Scenario
     try:
-        scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
+        scenario = model.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:
-        raise ScenarioError(format_validation_error(str(path), exc, lines, Scenario)) from None
+        raise ScenarioError(format_validation_error(str(path), exc, lines, model)) from None
     scenario._base_dir = path.parent
     return scenario
 

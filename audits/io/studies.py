@@ -1,0 +1,109 @@
+"""Study scenarios: a paper's tables computed by code of their own, run by ``recaudit run`` like any scenario.
+
+A study scenario names a ``study:`` instead of a world, mechanism and audit::
+
+    name: xin-jaakkola-study-movielens-100k
+    seed: 0
+    study: {kind: xin_jaakkola, dataset: movielens-100k, private: 600, replicates: 5}
+
+A study kind is a dataclass in the top-level ``studies`` package, ``class X(Study, kind="x")``, whose
+fields are its settings. :meth:`Study.check` refuses before any work (the data too small, a data set
+not fetched); :meth:`Study.run` writes its tables into the output folder, saving each part as it
+finishes, so a rerun into the same folder resumes. ``audits`` never imports ``studies`` (the layer
+above it): the packages in ``STUDY_PACKAGES`` are imported by name when a scenario names a study,
+as a plugin would be.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_validator
+
+from mechanisms.errors import BadInput
+from mechanisms.registry import Registry
+
+from .sections import SAFE_NAME, STRICT
+
+#: every study, by the kind a scenario names; a class registers itself where it is defined
+STUDIES = Registry("study")
+#: packages whose modules define study kinds, imported when a scenario names a study
+STUDY_PACKAGES = ("studies",)
+
+
+class DataTooSmall(BadInput, ValueError):
+    """The data cannot hold what the study asks of it (raised by ``Study.check``, before any work)."""
+
+
+class Study:
+    """Base of every study kind: ``@dataclass class X(Study, kind="x")`` registers ``X`` in ``STUDIES``."""
+
+    kind: ClassVar[str]
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        STUDIES.add(cls, kind)
+
+    def check(self) -> None:
+        """Refuse before any work (raise ``BadInput``): the data too small for the settings, say."""
+
+    def run(self, out: Path, seed: int, log: Callable[[str], None]) -> list[Path]:
+        """Compute the tables into ``out`` (resuming the parts already saved there); the files written."""
+        raise NotImplementedError
+
+
+def study_kinds() -> Registry:
+    """``STUDIES`` with every study package imported."""
+    for package in STUDY_PACKAGES:
+        importlib.import_module(package)
+    return STUDIES
+
+
+def build_study(block: dict) -> Study:
+    """The study a scenario's ``study:`` block describes (``ValueError`` naming the field otherwise)."""
+    if not isinstance(block, dict) or "kind" not in block:
+        raise ValueError("needs a kind: one of " + ", ".join(sorted(study_kinds())))
+    kinds = study_kinds()
+    if block["kind"] not in kinds:
+        raise ValueError(f"unknown study {block['kind']!r}; registered: {', '.join(sorted(kinds))}")
+    cls = kinds[block["kind"]]
+    settings = {k: v for k, v in block.items() if k != "kind"}
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"{block['kind']}: unknown setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    try:
+        return TypeAdapter(cls).validate_python(settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = '.'.join(map(str, first['loc']))
+        raise ValueError(f"{block['kind']}{'.' + where if where else ''}: {first['msg']}") from None
+
+
+class StudyScenario(BaseModel):
+    """A study run as a scenario: its name (the output folder), seed and ``study`` block."""
+
+    model_config = STRICT
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = Field(ge=0)
+    study: dict[str, Any]
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, name: str) -> str:
+        if not SAFE_NAME.fullmatch(name):
+            raise ValueError("must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                             "(it names the output folder runs/<name>)")
+        return name
+
+    @field_validator("study")
+    @classmethod
+    def _study_builds(cls, block: dict) -> dict:
+        build_study(block)
+        return block
+
+    def build(self) -> Study:
+        return build_study(self.study)
