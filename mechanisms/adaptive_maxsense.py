@@ -52,6 +52,7 @@ from annotated_types import Ge, Gt, Le
 
 from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
+from .maxsense import sensed_sum
 
 
 @dataclass
@@ -133,7 +134,7 @@ class AdaptiveMaxSense(LocalMechanism, kind="adaptive_maxsense"):
         return rng.random((n_users, state.world.n_items)) < state.sensing_probability
 
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
-        return np.any(users.liked & queries, axis=1)[:, None]
+        return users.likes_any(queries)[:, None]
 
     def query_items(self, queries: np.ndarray, n_items: int) -> np.ndarray:
         return queries[:, None, :]
@@ -141,7 +142,7 @@ class AdaptiveMaxSense(LocalMechanism, kind="adaptive_maxsense"):
     def aggregate(self, state: AdaptiveMaxSenseState, queries: np.ndarray,
                   messages: np.ndarray) -> AdaptiveMaxSenseState:
         bits = messages[:, 0].astype(float)
-        state.phase_scores += bits @ queries
+        state.phase_scores += sensed_sum(bits, queries)
         exposed = queries.sum(axis=0)
         state.phase_exposures += exposed
         state.exposures += exposed

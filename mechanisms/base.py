@@ -144,6 +144,15 @@ class UserBatch:
     def liked(self) -> np.ndarray:
         return self.likes.toarray()
 
+    def likes_any(self, items: np.ndarray) -> np.ndarray:
+        """Per user, whether it likes any item ``items`` (a dense boolean users x items mask) marks:
+        ``np.any(liked & items, axis=1)`` read off the sparse likes, without the dense mask."""
+        likes = self.likes
+        rows = np.repeat(np.arange(likes.shape[0]), np.diff(likes.indptr))
+        hit = np.zeros(likes.shape[0], dtype=bool)
+        hit[rows[items[rows, likes.indices]]] = True
+        return hit
+
     def take(self, index: np.ndarray | slice) -> "UserBatch":
         private = None if self.private is None else take_rows(self.private, index)
         held_out = None if self.held_out is None else take_rows(self.held_out, index)

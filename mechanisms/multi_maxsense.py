@@ -41,7 +41,7 @@ from annotated_types import Ge, Gt
 
 from .base import LocalMechanism, ParameterError, UserBatch, WorldInfo
 from .clustering import kmeans_1d
-from .maxsense import centred_scores
+from .maxsense import centred_scores, sensed_sum
 
 
 @dataclass
@@ -126,7 +126,7 @@ class MultiMaxSense(LocalMechanism, kind="multi_maxsense"):
     def aggregate(self, state: MultiMaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MultiMaxSenseState:
         n = state.world.n_items
         bits = messages.reshape(-1).astype(float)
-        state.scores += bits @ queries.reshape(-1, n)
+        state.scores += sensed_sum(bits, queries.reshape(-1, n))
         state.exposures += queries.reshape(-1, n).sum(axis=0)
         state.bits += float(bits.sum())
         state.released += bits.size

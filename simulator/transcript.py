@@ -89,7 +89,10 @@ class Transcript:
 
     @property
     def n_answered_users(self) -> int:
-        return int(np.unique(self.answer_user).size)
+        users = self.answer_user
+        if users.size and users.min() >= 0:  # ids are small non-negative integers: count without sorting
+            return int(np.count_nonzero(np.bincount(users)))
+        return int(np.unique(users).size)
 
     def present_at(self, time: float) -> np.ndarray:
         """Ids of the users present at ``time``."""
