@@ -140,6 +140,14 @@ def audit_job(scenario: Scenario) -> tuple[AuditJob, object, np.random.SeedSeque
     return job, policy, world_seed
 
 
+def measure_world(scenario: Scenario) -> dict:
+    """The scenario's world alone, no audit and no canaries: its utility (``audits.utility``)."""
+    job, _, world_seed = audit_job(scenario)
+    recorder = Recorder(answers=False, **recording_needs(job.mechanism, job.population, job.view))
+    transcript = run_protocol(job.mechanism, job.population, job.catalogue, job.churn, world_seed, recorder=recorder)
+    return measure_utility(job.mechanism, job.population, job.catalogue, transcript)
+
+
 def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
          report: Callable[[str], None], started: float) -> AuditResult:
     begun = time.time()

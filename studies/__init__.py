@@ -4,4 +4,4 @@ Each study is a scenario kind (``study: {kind: ...}``, run by ``recaudit run``; 
 each module is also runnable: ``python -m studies.xin_jaakkola``, ``python -m studies.sp2``,
 ``python -m studies.mcsherry_mironov_per_user`` (``--help`` lists the arguments).
 """
-from . import mcsherry_mironov_per_user, sp2, xin_jaakkola  # noqa: F401  (each registers its study kind)
+from . import matrix_completion, mcsherry_mironov_per_user, sp2, xin_jaakkola  # noqa: F401  (each registers its kind)

@@ -79,3 +79,22 @@ def test_sp2_refuses_a_file_too_small_for_its_clusters(tmp_path, capsys):
     assert main(["run", path, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "too few for 10 clusters" in err[0] and not (tmp_path / "out").exists()
+
+
+def test_matrix_completion_study_over_splits_beside_the_mean(tmp_path):
+    from studies.sp2 import star_world
+
+    data = write_population_file(tmp_path / "u.data", star_world(150, 40, 15, 2), 150, seed=2, format="udata")
+    fw = ("{kind: private_frank_wolfe, delta: 1.0e-6, iterations: 3, row_bound: 3.0, centre: private, "
+          "min_rating: 1, max_rating: 5}")
+    path = scenario(tmp_path, "mc", f"{{kind: matrix_completion, ratings: '{data}', splits: 2, epsilons: [1, 5], "
+                                    f"mechanisms: [{fw}], min_users: 100}}")
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 0
+    points = json.loads((tmp_path / "out" / "mc_study.json").read_text())["points"]
+    assert [(p["epsilon"], p["split"]) for p in points] == [(1, 0), (5, 0), (1, 1), (5, 1)]
+    assert all(0 < p["rmse"] < 5 and 0 < p["mean_rmse"] < 5 for p in points)
+    assert points[0]["mean_rmse"] != points[2]["mean_rmse"]  # another split holds out other ratings
+    assert "| private_frank_wolfe centre=private | 5 | 2 |" in (tmp_path / "out" / "mc_study.md").read_text()
+    small = scenario(tmp_path, "mc2", f"{{kind: matrix_completion, ratings: '{data}', mechanisms: [{fw}], "
+                                      "min_users: 1000}")
+    assert main(["run", small, "--out", str(tmp_path / "out2")]) == 2 and not (tmp_path / "out2").exists()
