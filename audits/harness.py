@@ -40,7 +40,7 @@ from mechanisms import PrivacyClaim
 from .stats.rates import BoundResult, epsilon_lower_bound
 from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
 from .stats.bounds import heldout_epsilon_bound
-from .stats.estimators import ESTIMATORS, GaussianDP
+from .stats.estimators import ESTIMATORS, GaussianDP, pairs_estimate
 from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
                        _learned_scores, _probe, _split_sizes)
@@ -74,6 +74,10 @@ class AuditRun:
     neighbouring: str = "as given"
     #: how the claim's (ε, δ) was derived, when it was stated in another currency (zCDP, Rényi, GDP)
     conversion: str | None = None
+    #: the ε_LB the optimal test would reach on these counted runs if the claim were exactly tight (None: no claim)
+    optimal: float | None = None
+    #: the chosen cut calls every counted run one world: its ε_LB of 0 is no evidence of privacy
+    uninformative: bool = False
 
     @property
     def reproducible(self) -> bool:
@@ -201,9 +205,10 @@ def run_audit(
                                                     claimed.delta)
     bound_of = heldout_gdp_bound if method == "gdp" else heldout_epsilon_bound
     bound = bound_of(sel[0], sel[1], evaluation[0], evaluation[1], alpha, claimed.delta, candidates="rare-event")
-    return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name,
-                    _p_value(bound, claimed.epsilon), not_reproducible, getattr(pair, "relation", "as given"),
-                    claimed.conversion)
+    power = pairs_estimate(bound, _p_value(bound, claimed.epsilon), claimed)
+    return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, power.p_value,
+                    not_reproducible, getattr(pair, "relation", "as given"), claimed.conversion, power.optimal,
+                    power.uninformative)
 
 
 def _p_value(bound: BoundResult, claimed_epsilon: float) -> float:
@@ -310,6 +315,11 @@ def format_bound(run: AuditRun) -> str:
     ]
     if b.mu_lb is not None:
         lines.append(f"  μ_LB = {b.mu_lb:.4g} (μ ceiling {b.mu_ceiling:.4g})")
+    if run.optimal is not None:
+        lines.append(f"  power: the optimal test would show ε_LB = {run.optimal:.4g} on these runs if the claim "
+                     f"were exactly tight")
+    if run.uninformative:
+        lines.append("  UNINFORMATIVE: the cut calls every counted run one world; ε_LB = 0 is no evidence")
     if run.conversion:
         lines.append(f"  claim converted: {run.conversion}")
     lines.append(f"  method = {b.method}, attack = {run.attack}, trials = {run.trials} per world, "

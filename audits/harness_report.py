@@ -44,6 +44,10 @@ def audit_dict(run: AuditRun, title: str) -> dict:
         "confidence": 1.0 - b.alpha,
         "ceiling": b.ceiling,
         "tightness": b.epsilon_lb / run.claimed_epsilon if run.claimed_epsilon > 0 else None,
+        "optimal_epsilon_lb": run.optimal,
+        "optimal_tightness": (run.optimal / run.claimed_epsilon
+                              if run.optimal is not None and 0 < run.claimed_epsilon < float("inf") else None),
+        "uninformative": run.uninformative,
         "counts": {"false_pos": b.false_pos, "n_neg": b.n_neg, "false_neg": b.false_neg, "n_pos": b.n_pos},
         "p_value": run.p_value,
         "verdict": "violated" if run.violated else "consistent",
@@ -57,9 +61,17 @@ def audit_dict(run: AuditRun, title: str) -> dict:
 def summary(report: dict) -> str:
     """The audit in one sentence (with the reproducibility caveat when it applies)."""
     delta = f", δ = {report['claim']['delta']:g}" if report["claim"]["delta"] else ""
+    if report["uninformative"]:
+        shows = ("is uninformative (its best cut calls every run one world), so ε_LB = 0 is no evidence about "
+                 "the claim")
+    else:
+        shows = (f"shows ε ≥ {report['epsilon_lb']:.3g} at {100 * report['confidence']:.4g} % confidence "
+                 f"(ceiling {report['ceiling']:.3g})")
+    optimal = report["optimal_epsilon_lb"]
+    power = (f"; the optimal test on these runs would show ε ≥ {optimal:.3g} if the claim were tight"
+             if optimal is not None else "")
     text = (f"{report['title']} claims ε = {report['claim']['epsilon']:g}{delta}; the audit "
-            f"({report['neighbouring']} neighbours) shows ε ≥ {report['epsilon_lb']:.3g} at "
-            f"{100 * report['confidence']:.4g} % confidence (ceiling {report['ceiling']:.3g}): {report['verdict']}.")
+            f"({report['neighbouring']} neighbours) {shows}{power}: {report['verdict']}.")
     if not report["reproducible"]:
         text += " Not reproducible: " + report["not_reproducible_because"]
     return text
@@ -78,9 +90,18 @@ def _markdown(report: dict) -> str:
               f"| ε_LB | {report['epsilon_lb']:.4g} at {100 * report['confidence']:.4g} % confidence "
               f"(ceiling {report['ceiling']:.4g}) |",
               f"| counts | FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']} |",
+              f"| power | optimal ε_LB {_optimal_text(report)} |",
               f"| reproducible | {'yes' if report['reproducible'] else 'NOT REPRODUCIBLE: ' + md(report['not_reproducible_because'])} |",
               f"| packages | {md(', '.join(f'{k} {v}' for k, v in report['packages'].items()))} |", ""]
     return "\n".join(lines)
+
+
+def _optimal_text(report: dict) -> str:
+    """The optimal test's figure and the uninformative flag, for the md and html tables."""
+    optimal = report["optimal_epsilon_lb"]
+    text = "n/a (no claim)" if optimal is None else f"{optimal:.4g} on these runs if the claim were exactly tight"
+    return text + ("; the test is UNINFORMATIVE (its cut calls every run one world)" if report["uninformative"]
+                   else "")
 
 
 def write_audit_report(run: AuditRun | NeighbourSearch, out_dir, title: str = "mechanism") -> dict:
@@ -93,5 +114,5 @@ def write_audit_report(run: AuditRun | NeighbourSearch, out_dir, title: str = "m
     report["summary"] = summary(report)
     write_text(out / "report.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
     write_text(out / "report.md", _markdown(report))
-    write_text(out / "report.html", render_html("harness.html", report=report))
+    write_text(out / "report.html", render_html("harness.html", report=report, power=_optimal_text(report)))
     return report

@@ -153,3 +153,40 @@ def test_gauss_fit_test_in_a_report_validates_against_the_schema():
         json.loads(json.dumps(finite(d), allow_nan=False)))
     assert d["counts"]["m"] == 2_000 and not d["uninformative"] and d["optimal_epsilon_lb"] > 0
     assert counts_text(d["counts"]).startswith("2000 canary scores fitted")
+
+
+class _Constant:
+    """Outputs 0 in both worlds: no test can tell them apart (the harness's null mechanism)."""
+
+    claim = PrivacyClaim(epsilon=1.0, delta=0.0, model="central")
+    neighbours = (0, 1)
+
+    def sample(self, value, n, rng):
+        return np.zeros(n)
+
+
+def test_library_audit_reports_carry_power_and_never_present_an_uninformative_test_as_evidence(tmp_path):
+    """Harness audits (``run_audit`` → ``write_audit_report``): the optimal test's figure and the uninformative
+    flag in the AuditRun, stdout's ``format_bound``, report.json, report.md and report.html; the one-sentence
+    summary of an uninformative audit says it is no evidence instead of "shows ε ≥ 0"."""
+    from audits.harness import format_bound, run_audit
+    from audits.harness_report import write_audit_report
+
+    null = run_audit(_Constant(), trials=2_000, alpha=0.05, seed=0)
+    assert null.bound.epsilon_lb == 0.0 and null.uninformative
+    b = null.bound
+    assert null.optimal == pytest.approx(optimal_pairs_bound(b.n_neg, b.n_pos, _Constant.claim, 0.05))
+    assert "UNINFORMATIVE" in format_bound(null) and "optimal test" in format_bound(null)
+    report = write_audit_report(null, tmp_path / "null", "null")
+    assert report["uninformative"] and report["optimal_epsilon_lb"] == pytest.approx(null.optimal)
+    assert "shows ε" not in report["summary"] and "no evidence" in report["summary"]
+    saved = json.loads((tmp_path / "null" / "report.json").read_text())
+    assert saved["uninformative"] is True and saved["optimal_tightness"] == pytest.approx(null.optimal)
+    assert "UNINFORMATIVE" in (tmp_path / "null" / "report.md").read_text()
+    assert "UNINFORMATIVE" in (tmp_path / "null" / "report.html").read_text()
+
+    laplace = run_audit(LaplaceCount(1.0), trials=20_000, alpha=0.05, seed=0)  # a tight claim: a real test
+    assert not laplace.uninformative and laplace.bound.epsilon_lb > 0 and 0 < laplace.optimal < 1.0
+    report = write_audit_report(laplace, tmp_path / "laplace", "laplace")
+    assert "shows ε ≥" in report["summary"] and "optimal test" in report["summary"]
+    assert f"{laplace.optimal:.4g}" in (tmp_path / "laplace" / "report.html").read_text()

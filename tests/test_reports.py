@@ -224,7 +224,10 @@ def test_compare_tabulates_and_plots_runs(tmp_path, quickstart_data, capsys):
     for r, run in zip(rows, runs):
         report = json.loads((run / "report.json").read_text())
         assert r["epsilon_lb"] == report["audit"]["epsilon_lb"] and r["utility"] == report["utility"]["final_accuracy"]
+        assert r["optimal_epsilon_lb"] == report["audit"]["optimal_epsilon_lb"]  # the power figure is carried over
+        assert r["uninformative"] == report["audit"]["uninformative"]
     assert "| eps2 |" in capsys.readouterr().out
+    assert "optimal ε_LB" in (out / "compare.md").read_text() and "optimal ε_LB" in (out / "compare.html").read_text()
     images = parse_html(out / "compare.html").images
     assert len(images) == 2  # ε_LB against the claims, the frontier
     for img in images:

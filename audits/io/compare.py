@@ -26,6 +26,7 @@ def compare_row(label: str, report: dict) -> dict:
             "claim": claim["epsilon"], "delta": claim["delta"], "model": claim["model"], "design": audit["design"],
             "tests": audit["tests_in_family"], "epsilon_lb": audit["epsilon_lb"], "confidence": audit["confidence"],
             "ceiling": audit["ceiling"], "tightness": audit["tightness"], "verdict": report["verdict"],
+            "optimal_epsilon_lb": audit.get("optimal_epsilon_lb"), "uninformative": bool(audit.get("uninformative")),
             "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
             "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "summary": report.get("summary")}
 
@@ -56,17 +57,20 @@ def _fmt(x, spec: str = ".4g") -> str:
 def compare_markdown(rows: list[dict], title: str = "Comparison of audit runs") -> str:
     rmse = any(r.get("rmse") is not None for r in rows)
     lines = [f"# {md(title)}", "",
-             "| run | scenario | mechanism | claim ε | δ | ε_LB | confidence | ceiling | tightness | verdict | "
-             "utility |" + (" held-out RMSE |" if rmse else ""),
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if rmse else "")]
+             "| run | scenario | mechanism | claim ε | δ | ε_LB | optimal ε_LB | confidence | ceiling | tightness | "
+             "verdict | utility |" + (" held-out RMSE |" if rmse else ""),
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if rmse else "")]
     for r in rows:
         lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {claim_epsilon(r['claim'])} | "
-                     f"{r['delta']:g} | {epsilon_cell(r)} | {confidence_text(r['confidence'])} | {_fmt(r['ceiling'])} | "
-                     f"{_fmt(r['tightness'])} | {r['verdict']} | {_fmt(r['utility'])} |"
+                     f"{r['delta']:g} | {epsilon_cell(r)} | {_fmt(r['optimal_epsilon_lb'])} | "
+                     f"{confidence_text(r['confidence'])} | {_fmt(r['ceiling'])} | {_fmt(r['tightness'])} | "
+                     f"{r['verdict']}{' (uninformative)' if r['uninformative'] else ''} | {_fmt(r['utility'])} |"
                      + (f" {_fmt(r.get('rmse'))} |" if rmse else ""))
     metrics = sorted({r["utility_metric"] for r in rows})
     lines += ["", f"Utility: {md('; '.join(metrics))} at the last release. ε_LB: the strongest test of each run "
-              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show). "
+              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show; optimal ε_LB "
+              "is what the best test would show on the same runs if the claim were exactly tight; an uninformative "
+              "test's ε_LB = 0 is no evidence). "
               "Claim none: the mechanism claims nothing (a non-private reference).", ""]
     if rmse:
         lines += rmse_markdown(rows)

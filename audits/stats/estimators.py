@@ -122,7 +122,7 @@ def _counts(bound) -> tuple[int, int, int, int]:
     return bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos
 
 
-def _pairs_estimate(bound, p_value: float, claim: PrivacyClaim) -> Estimate:
+def pairs_estimate(bound, p_value: float, claim: PrivacyClaim) -> Estimate:
     """The estimate of a distinguishing test: its power at its counted runs, and whether its cut says anything.
 
     A cut is uninformative when it calls every counted run of both worlds the
@@ -149,7 +149,7 @@ class ClopperPearsonSplit(Estimator, kind="split"):
         bound = bounds.split_epsilon_bound(scores[0], scores[1], alpha=alpha, delta=claim.delta,
                                            selection_fraction=self.selection_fraction)
         counts = _counts(bound)
-        return _pairs_estimate(bound, p_value_from_bound(
+        return pairs_estimate(bound, p_value_from_bound(
             lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon), claim)
 
 
@@ -177,7 +177,7 @@ class Bonferroni(Estimator, kind="bonferroni"):
                                                grid_size=self.grid_size, score_range=self.score_range)
 
     def estimate(self, scores, worlds, claim, alpha):
-        return _pairs_estimate(self._at(scores, alpha, claim.delta), p_value_from_bound(
+        return pairs_estimate(self._at(scores, alpha, claim.delta), p_value_from_bound(
             lambda a: self._at(scores, a, claim.delta).epsilon_lb, claim.epsilon), claim)
 
 
@@ -199,7 +199,7 @@ class Explicit(Estimator, kind="explicit"):
         bound = bounds.fixed_threshold_epsilon_bound(scores[0], scores[1], self.threshold_value, self.direction,
                                                      alpha, claim.delta)
         counts = _counts(bound)
-        return _pairs_estimate(bound, p_value_from_bound(
+        return pairs_estimate(bound, p_value_from_bound(
             lambda a: rates.epsilon_lower_bound(*counts, a, claim.delta), claim.epsilon), claim)
 
 
@@ -229,7 +229,7 @@ class GaussianDP(Estimator, kind="gdp"):
         self.require(claim)
         bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
         counts = _counts(bound)
-        return _pairs_estimate(bound, p_value_from_bound(
+        return pairs_estimate(bound, p_value_from_bound(
             lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
             claim.epsilon), claim)
 
