@@ -14,6 +14,7 @@ from scipy import sparse
 from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
+from .costs import RoundCost
 from .errors import ParameterError  # noqa: F401 (re-exported)
 from .registry import Registry
 
@@ -251,6 +252,10 @@ class Mechanism(ABC):
     @abstractmethod
     def init_state(self, world: "WorldInfo") -> Any:
         """The server's state before any user answered."""
+
+    def round_cost(self, world: "WorldInfo", users: float) -> RoundCost:
+        """The work of one round with ``users`` answering, stated from the parameters (default: the engine's only)."""
+        return RoundCost()
 
     def public_panel(self) -> int:
         """Users the server holds in the clear before any round (a panel drawn from the population; 0: none)."""

@@ -18,6 +18,7 @@ from scipy.sparse import linalg as sparse_linalg
 from . import centring
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .costs import RoundCost
 
 #: elements of the dense block of predicted rows built at a time
 _DENSE_CHUNK = 2 ** 21
@@ -285,6 +286,15 @@ class GramCompletion(Mechanism):
 
     def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
         return np.zeros((n_users, 0))
+
+    def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
+        """A dense n x n Gram summed from the messages (ratings x n products), the users' rows over the published
+        vectors (users x n x iterations), an eigen-solve and its noise (~100 n^2); the Gram, its noise and every
+        round's noisy upper triangle (kept for the white box); per user its carried step and output."""
+        n, rows = world.n_items, users * world.ratings_per_user
+        return RoundCost(operations=rows * n + users * n * (self.iterations + 1) + 100.0 * n * n,
+                         state_bytes=8.0 * n * n * (4 + self.rounds / 2),
+                         user_bytes=8.0 * (2 * self.rounds + 3))
 
     # ------------------------------------------------------------ centring (mechanisms.centring), then the protocol
 

@@ -45,7 +45,7 @@ from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
 from .accounting import Composition, GaussianRelease, LaplaceRelease
-from .base import ParameterError, Mechanism, UserBatch, WorldInfo
+from .base import ParameterError, Mechanism, RoundCost, UserBatch, WorldInfo
 from .matrix_completion import LowRankRows, gram, upper
 from .reference import analytic_gaussian_sigma
 from .mcsherry_mironov_sensitivity import (paper_epsilon, sensitivities,  # noqa: F401 (re-exported)
@@ -166,6 +166,12 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
     def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
         return np.zeros((n_users, 0), dtype=bool)  # nothing to ask: users send their rows to the curator
 
+    def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
+        """Two weighted n x n Grams, an n^3 eigendecomposition, users' ridge solves; ~10 n x n arrays at once."""
+        n, rows, k = world.n_items, users * world.ratings_per_user, self.rank
+        return RoundCost(operations=2 * rows * n + 3 * users * n + n ** 3 + rows * k * k + users * k ** 3,
+                         state_bytes=10 * 8.0 * n * n, user_bytes=24.0 * world.ratings_per_user)
+
     def respond(self, users: UserBatch, queries, published, carried, rng):
         return users.ratings.toarray(), None  # one batch of rows (the curator is trusted)
 
@@ -195,7 +201,6 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         offset, factor = user_factors(self, state.release, users.ratings)
         return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release),
                            (self.min_rating, self.max_rating))
-
 
     # ------------------------------------------------------------------ measurements
 

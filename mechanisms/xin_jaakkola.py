@@ -50,6 +50,7 @@ from scipy import sparse
 
 from .accounting import LaplaceRelease
 from .base import ParameterError, PrivacyClaim, Mechanism, UserBatch, WorldInfo
+from .costs import CALL_OPERATIONS, RoundCost
 from .item_covariance import (centred, complete, fit_em, initial_sigma, item_means, m_step,  # noqa: F401
                               psd_sqrt)
 
@@ -219,6 +220,21 @@ class XinJaakkola(Mechanism, kind="xin_jaakkola"):
 
     def public_panel(self) -> int:
         return self.public_users
+
+    def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
+        """Each answer completes a row (a w x w solve, w x n products), runs PMD's swaps and adds an n x n
+        moment; PMD's sweeps are a Python loop per batch (~25 numpy calls per swap; a batch per update); every
+        ``update_every`` answers EM re-completes the public panel (``update_iterations``, each an n^3 square
+        root), the first fit takes ``em_iterations``; per user a completed row (n floats)."""
+        n, w, public, k = world.n_items, world.ratings_per_user, self.public_users, len(self.levels)
+        swaps = self.pmd_sweeps * n * k if self.response == "pmd" else 0
+        row = w ** 3 + w * n + n * n + 30 * swaps
+        em = public * (w ** 3 + w * n + n * n) + 10.0 * n ** 3
+        updates = users / self.update_every
+        return RoundCost(operations=users * row + max(1.0, updates) * 25 * swaps * CALL_OPERATIONS
+                         + updates * self.update_iterations * em,
+                         once=self.em_iterations * em, state_bytes=8.0 * (6 * n * n + public * n),
+                         user_bytes=8.0 * n)
 
     def init_public(self, state: XinJaakkolaState, rows: UserBatch) -> XinJaakkolaState:
         """Fit ``μ`` and ``Σ`` by EM on the public panel's rows."""

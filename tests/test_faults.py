@@ -68,7 +68,8 @@ def test_limits_are_configurable(tmp_path, capsys, quickstart_data):
     quickstart_data["audit"]["trials"] = 2_000_000_000
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["validate", str(path)])
-    assert code == 2 and "audit.trials: the run would need about 29.8 GiB" in line  # 2 worlds x 2e9 x 8 bytes
+    assert code == 2 and "audit.trials: the run would need about 30 GiB" in line  # the process and:
+    assert "scores 29.8 GiB" in line  # 2 worlds x 2e9 x 8 bytes
     quickstart_data["limits"] = {"memory_gb": 100}
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["validate", str(path)])

@@ -5,6 +5,7 @@ Each case: exit 2, one line, ``file:line: field: message`` naming the field to c
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -190,9 +191,49 @@ def test_a_large_panel_is_blamed_on_its_size(tmp_path, capsys, panel, field):
 
 def test_a_grid_is_costed_as_the_sum_of_its_runs(tmp_path, capsys):
     data = shipped("matrix-completion-rmse-vs-epsilon")
-    data["limits"] = {"hours": 0.01}  # each point is well under 36 s; the 14 together are not
+    data["limits"] = {"hours": 0.05}  # each point is well under 180 s; the 14 together are not
     line = refused(capsys, tmp_path, data, "grid.epsilons", "grid")
-    assert "the grid's 14 runs would take" in line and "over limits.hours = 0.01" in line
+    assert "the grid's 14 runs would take" in line and "over limits.hours = 0.05" in line
+
+
+def test_every_mechanism_states_a_round_cost():
+    import math
+
+    from mechanisms import MECHANISMS, WorldInfo
+    from mechanisms.costs import RoundCost
+
+    for kind, cls in MECHANISMS.items():
+        cost = cls(**cls.test_params()).round_cost(WorldInfo(1000, 20, 2), 1e4)
+        assert isinstance(cost, RoundCost), kind
+        assert all(math.isfinite(v) and v >= 0 for v in dataclasses.astuple(cost)), (kind, cost)
+
+
+def test_a_gram_server_is_costed_from_its_own_round_cost(tmp_path, capsys):
+    # 20,000 items: the n x n Gram is 3 GiB, under 8; with its noise and every round's noisy triangle, far over
+    data = shipped("matrix-completion-utility")
+    data["population"].update(n_items=20_000, n_users=1000)
+    line = refused(capsys, tmp_path, data, "population.n_items")
+    assert "the run would need about" in line and "over limits.memory_gb = 8" in line
+    from mechanisms import MECHANISMS, WorldInfo
+
+    gram = MECHANISMS["private_frank_wolfe"](epsilon=1.0, iterations=10).round_cost(WorldInfo(20_000, 80, 2), 1000)
+    assert gram.state_bytes == 8 * 20_000 ** 2 * (4 + 10 / 2)  # Gram, noise, two temporaries, 10 half triangles
+
+
+def test_a_ratings_file_is_costed_at_its_own_size(tmp_path):
+    # a file population states no n_items: the estimate reads the file's (cached) counts
+    from audits.io.limits import estimate_cost, world_facts
+    from audits.io.scenario import build, load_scenario
+    from mechanisms import MECHANISMS
+
+    rows = [f"{u},{i},{1 + (u + i) % 5}" for u in range(40) for i in range(0, 300, 3)]
+    (tmp_path / "r.csv").write_text("user,item,rating\n" + "\n".join(rows) + "\n")
+    path = write_text(tmp_path, ratings_scenario(tmp_path, "r.csv").replace("path: r.csv\n",
+                                                                            "path: r.csv\n  bootstrap: true\n"))
+    scenario = load_scenario(path)
+    world, size = world_facts(scenario)
+    assert (world.n_items, world.ratings_per_user, size) == (100, 100, None)  # bootstrap: no fixed size
+    assert estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))["batch"] == 4096 * 100 * 8
 
 
 # ---------------------------------------------------------------- ratings files: one line naming the file

@@ -25,6 +25,13 @@ counts so a refusal says which setting to lower:
   of estimated to measured time;
 - ``blocks`` and ``files``: trial blocks (targets x trials / block_size), each
   saved as one progress file;
+- ``process``, ``table`` and ``outputs``: this process (the interpreter and its libraries,
+  ``PROCESS_BYTES``), a panel's rating table (users x ratings x ``RATING_BYTES``: the population's and the
+  engine's cohort) and what the mechanism keeps per user (its ``round_cost``);
+- the mechanism's own work (``Mechanism.round_cost``: e.g. an n_items^2 Gram per round, its eigen-solve),
+  ``operations`` per round at ``OPERATIONS_PER_SECOND``, added to every protocol run; its state is the larger
+  of the extrapolated one and the one it states; ``COMMAND_SECONDS`` for the command itself (imports,
+  validation, reports);
 - ``processes``: worker processes started (``executor.workers`` for a local
   pool or local Dask cluster, else 1), each costing ``PROCESS_BYTES`` plus its
   own copy of the state and a batch.
@@ -44,6 +51,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from mechanisms import WorldInfo
+from simulator.populations import POPULATIONS
+
+from .sections import build
 
 GIB = 2 ** 30
 # Throughputs of the time estimate (see the module docstring), measured by ``./dev bench estimate``.
@@ -51,9 +61,14 @@ CELLS_PER_SECOND = 2e7
 RUN_SECONDS = 0.05
 ROUND_SECONDS = 0.002
 BLOCK_SECONDS = 0.01  # a block's task, streams and progress file (measured ~5 ms on 2 cores)
-PROCESS_BYTES = 150 * 2 ** 20  # a worker process: the interpreter, numpy, scipy (measured ~120 MB)
+PROCESS_BYTES = 150 * 2 ** 20  # a process: the interpreter, numpy, scipy (measured ~120 MB)
+OPERATIONS_PER_SECOND = 1e9  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
+RATING_BYTES = 64  # a panel's rating, held by the population and the engine's cohort (measured ~55)
+COMMAND_SECONDS = 5.0  # the command's imports, validation and reports (measured 4-6 s of CPU)
 #: executors that start ``workers`` processes on this machine (a Dask address uses the cluster's)
 LOCAL_POOLS = ("processes", "dask")
+#: the terms of the memory estimate (bytes), added up
+MEMORY_TERMS = ("process", "state", "batch", "table", "outputs", "scores", "workers")
 
 
 def cores() -> int:
@@ -121,13 +136,37 @@ def processes(kind: str, workers: int, address: str | None) -> int:
     return workers if kind in LOCAL_POOLS and not (kind == "dask" and address) else 1
 
 
-def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | None = None) -> dict[str, float]:
+def world_facts(scenario, base_dir=None) -> tuple[WorldInfo | None, float | None]:
+    """The population's world (items, ratings per user, item clusters) and size (None: unknown or unbounded).
+
+    A ratings file has no ``n_items``: it is read (cached, and validation reads it anyway) for its counts.
+    """
+    pop = scenario.population
+    clusters = len(getattr(pop, "item_cluster_weights", (0, 0)))
+    if getattr(pop, "n_items", None) is not None:
+        return WorldInfo(pop.n_items, getattr(pop, "ratings_per_user", 1), clusters), getattr(pop, "n_users", None)
+    if getattr(pop, "path", None) is None and getattr(pop, "dataset", None) is None:
+        return None, None
+    try:
+        population = build(pop, POPULATIONS, base_dir if base_dir is not None else getattr(scenario, "_base_dir",
+                                                                                             None))
+        catalogue = population.catalogue(np.random.default_rng(0))
+    except Exception:  # a file that cannot be read: the population's own check names it
+        return None, None
+    world = WorldInfo(catalogue.n_items, catalogue.ratings_per_user, catalogue.n_item_clusters)
+    return world, population.size() if hasattr(population, "size") else None
+
+
+def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | None = None,
+                  base_dir=None) -> dict[str, float]:
     """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes.
 
-    ``kind`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``).
+    ``kind`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``);
+    ``base_dir``: where a relative ratings file path starts (default: the scenario's folder).
     """
-    pop, churn, audit = scenario.population, scenario.churn, scenario.audit
-    n_items = getattr(pop, "n_items", None)
+    churn, audit = scenario.churn, scenario.audit
+    world, size = world_facts(scenario, base_dir)
+    n_items = world.n_items if world is not None else None
     attacks = len(scenario.attack) if isinstance(scenario.attack, list) else 1
     cost = {"users": churn.arrival_rate * churn.horizon,
             "rounds": churn.horizon / churn.query_interval + churn.horizon / churn.release_interval,
@@ -136,27 +175,31 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
     batch_size = churn.batch_size
     if scenario.panel is not None:  # a fixed cohort: its size and the mechanism's rounds, one release
         panel = scenario.panel
-        cost["users"] = float(panel.n_users or getattr(pop, "n_users", 0))
+        cost["users"] = float(panel.n_users or (size or 0) - mechanism.public_panel())
         cost["rounds"] = float(panel.rounds or getattr(mechanism, "iterations", 1)) + 1
         batch_size = panel.batch_size
+    cost["process"] = float(PROCESS_BYTES)
     if n_items is not None:
         cost["batch"] = float(batch_size) * n_items * 8
-        world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
-        state = state_bytes(mechanism, world)
-        if state is not None:
-            cost["state"] = state
+        own = mechanism.round_cost(world, cost["users"] if scenario.panel is not None else min(
+            churn.arrival_rate * churn.mean_lifetime, churn.arrival_rate * churn.query_interval * churn.queries_per_user))
+        cost["operations"], cost["once"] = own.operations, own.once
+        cost["state"] = max(state_bytes(mechanism, world) or 0.0, own.state_bytes)
+        cost["outputs"] = cost["users"] * own.user_bytes
+        if scenario.panel is not None:
+            cost["table"] = cost["users"] * world.ratings_per_user * RATING_BYTES
     ex = scenario.executor
     cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
     cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
         PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
-    cost["memory"] = sum(cost.get(k, 0.0) for k in ("state", "batch", "scores", "workers"))
+    cost["memory"] = sum(cost.get(k, 0.0) for k in MEMORY_TERMS)
     world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
     cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
                                                                                           audit.block_size)
     cost["files"] = cost["blocks"]
     cost["world_seconds"] = world_seconds
     cost["audit_seconds"] = per_trial_seconds * audit.trials * audit.targets + BLOCK_SECONDS * cost["blocks"]
-    cost["seconds"] = cost["world_seconds"] + cost["audit_seconds"]
+    cost["seconds"] = COMMAND_SECONDS + cost["world_seconds"] + cost["audit_seconds"]
     return cost
 
 
@@ -175,10 +218,10 @@ def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
     world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
     state = state_bytes(mechanism, world) or 0.0
     per_process = state + 4096.0 * n_items * 8
-    memory = curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process) if workers_ > 1
+    memory = PROCESS_BYTES + curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process) if workers_ > 1
                                                         else 0.0)
     return {"curves": float(curves), "files": float(curves), "processes": workers_, "memory": memory,
-            "seconds": curves * curve_seconds, "curve_seconds": curve_seconds}
+            "seconds": COMMAND_SECONDS + curves * curve_seconds, "curve_seconds": curve_seconds}
 
 
 def grid_cost(costs: list[dict[str, float]]) -> dict[str, float]:
@@ -192,7 +235,8 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     audit = scenario.audit
     rounds_per_user = cost["rounds"] if scenario.panel is not None else scenario.churn.queries_per_user
     cells = max(cost["users"], 1.0) * n_items * max(rounds_per_user, 1.0) + cost["rounds"] * n_items
-    world = RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND
+    world = (RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND
+             + (cost.get("operations", 0.0) * cost["rounds"] + cost.get("once", 0.0)) / OPERATIONS_PER_SECOND)
     attacks = cost["trials"] / (audit.trials * audit.targets)
     scoring = 2 * attacks * n_items / CELLS_PER_SECOND
     if audit.design_name == "full_runs":
@@ -207,9 +251,10 @@ def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None 
     """
     problems = over_processes(cost["processes"], limits)  # first: more processes cost memory too
     if cost["memory"] > limits.memory_gb * GIB:
-        terms = {k: cost[k] for k in ("state", "batch", "scores", "workers") if cost.get(k)}
+        terms = {k: cost[k] for k in MEMORY_TERMS if cost.get(k)}
         largest = max(terms, key=terms.get)
-        field = {"scores": "audit.trials", "workers": "executor.workers"}.get(largest, "population.n_items")
+        field = {"scores": "audit.trials", "workers": "executor.workers", "table": panel,
+                 "outputs": panel or "churn.horizon"}.get(largest) or "population.n_items"
         parts = ", ".join(f"{k} {v / GIB:.3g} GiB" for k, v in terms.items())
         problems.append((field, f"the run would need about {cost['memory'] / GIB:.3g} GiB ({parts}), over "
                                 f"limits.memory_gb = {limits.memory_gb:g}"))

@@ -72,9 +72,9 @@ class Scenario(BaseModel):
         return name
 
     @model_validator(mode="after")
-    def _mechanism_fits_the_world(self) -> "Scenario":
+    def _mechanism_fits_the_world(self, info: ValidationInfo) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
-        cost = estimate_cost(self, build(self.mechanism, MECHANISMS))
+        cost = estimate_cost(self, build(self.mechanism, MECHANISMS), base_dir=(info.context or {}).get("base_dir"))
         for field, message in over_limits(cost, self.limits, panel=_panel_size_field(self))[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population
@@ -182,7 +182,8 @@ class Scenario(BaseModel):
                 eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
                 raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
                                                   f"{error if error is not None else problem['msg']}") from None
-            costs.append(estimate_cost(one, build(one.mechanism, MECHANISMS)))
+            costs.append(estimate_cost(one, build(one.mechanism, MECHANISMS),
+                                       base_dir=(info.context or {}).get("base_dir")))
         total = grid_cost(costs)
         for key, limit, what in (("seconds", self.limits.hours * 3600, "hours"), ("files", self.limits.files, "files")):
             if total[key] > limit:
