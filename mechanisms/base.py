@@ -107,6 +107,8 @@ class UserBatch:
 
     @classmethod
     def concat(cls, batches: "list[UserBatch]") -> "UserBatch":
+        if len(batches) > 1 and sum(len(b) > 0 for b in batches) == 1:  # (churn: the active set is often empty)
+            return next(b for b in batches if len(b) > 0)
         private = None
         if any(b.private is not None for b in batches):
             private = sparse.vstack([b.private_mask for b in batches], format="csr")

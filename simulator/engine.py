@@ -140,7 +140,7 @@ class MechanismRun:
             part = self.active.take(gone[start:start + self.schedule.batch_size])
             outputs = self.mechanism.personal_output(part.rows, part.carried, self.state)
             self.recorder.outputs(part.ids, outputs, self.recorder.is_watched(part.ids, part.inserted))
-        self.active = self.active.take(keep)
+        self.active = self.active.take(keep if keep.any() else slice(0, 0))  # (no one left: a slice costs nothing)
 
     # ---------------------------------------------------------------- the round loop
 
@@ -157,7 +157,8 @@ class MechanismRun:
 
     def _answer(self, batch: slice, published, now: float) -> None:
         mechanism, users = self.mechanism, self.active.take(batch)
-        queries = mechanism.make_queries(len(users), self.rng_queries, self.state, users.rows.rated)
+        rated = users.rows.rated if mechanism.queries_read_rated else None  # (a dense mask: built only if read)
+        queries = mechanism.make_queries(len(users), self.rng_queries, self.state, rated)
         messages, carried = mechanism.respond(users.rows, queries, published, users.carried, self.rng_randomizer)
         if carried is not None:
             self.active.carried[batch] = carried

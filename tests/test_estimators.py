@@ -469,6 +469,14 @@ def test_holm_adjust_matches_statsmodels_and_step_down():
     np.testing.assert_array_equal(reject, [True, False, False, True])
     with pytest.raises(ValueError):
         holm_adjust([1.5], 0.05)
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(3)  # bit for bit the same as statsmodels, ties and exact levels included
+    for size, alpha in ((1, 0.05), (5, 0.05), (9, 0.1), (12, 0.01)):
+        for p in (rng.random(size) ** 4, np.round(rng.random(size), 1), np.full(size, alpha / size)):
+            expected_reject, expected, _, _ = multipletests(p, alpha=alpha, method="holm")
+            reject, adjusted = holm_adjust(p, alpha)
+            assert reject.tolist() == expected_reject.tolist() and adjusted.tobytes() == expected.tobytes()
 
 
 @settings(max_examples=60, deadline=None)

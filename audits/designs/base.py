@@ -190,18 +190,26 @@ def block_name(target: int, index: int) -> str:
 CANARIES = "canaries"
 
 
-def _merged(blocks: list[dict]) -> dict[str, np.ndarray]:
-    """The blocks joined on their last (trial) axis, copied into one array per key (``np.concatenate`` on the
-    last axis of 3-d arrays is several times slower)."""
-    merged = {}
-    for key, first in blocks[0].items():
-        out = np.empty(first.shape[:-1] + (sum(blk[key].shape[-1] for blk in blocks),), dtype=first.dtype)
-        start = 0
-        for blk in blocks:
-            out[..., start:start + blk[key].shape[-1]] = blk[key]
-            start += blk[key].shape[-1]
-        merged[key] = out
-    return merged
+class _Joined:
+    """Each target's blocks copied, as they arrive, into one array per key on the trial (last) axis.
+
+    A finished block is freed as soon as it is copied: the scores are held once, not twice (blocks, then
+    their concatenation), and ``np.concatenate`` on the last axis of 3-d arrays is several times slower.
+    """
+
+    def __init__(self, targets: int, sizes: list[int]):
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.arrays: list[dict[str, np.ndarray] | None] = [None] * targets
+
+    def add(self, target: int, index: int, block: dict[str, np.ndarray]) -> None:
+        if self.arrays[target] is None:
+            total = int(self.starts[-1])
+            self.arrays[target] = {k: np.empty(v.shape[:-1] + (total,), v.dtype) for k, v in block.items()}
+        for key, value in block.items():
+            self.arrays[target][key][..., self.starts[index]:self.starts[index + 1]] = value
+
+    def scores(self) -> list[TargetScores]:
+        return [TargetScores.of(arrays) for arrays in self.arrays]
 
 
 def saved_scores(progress, produces: str, targets: int, trials: int, block_size: int) -> list[TargetScores] | None:
@@ -213,13 +221,14 @@ def saved_scores(progress, produces: str, targets: int, trials: int, block_size:
         saved = progress.load_arrays(CANARIES)
         return None if saved is None or saved["scores"].shape[-1] != trials else [TargetScores.of(saved)]
     sizes = block_sizes(trials, block_size)
-    merged = []
+    joined = _Joined(targets, sizes)
     for target in range(targets):
-        blocks = [progress.load_arrays(block_name(target, index)) for index in range(len(sizes))]
-        if any(b is None or b["scores"].shape[-1] != size for b, size in zip(blocks, sizes)):
-            return None
-        merged.append(TargetScores.of(_merged(blocks)))
-    return merged
+        for index, size in enumerate(sizes):
+            block = progress.load_arrays(block_name(target, index))
+            if block is None or block["scores"].shape[-1] != size:
+                return None
+            joined.add(target, index, block)
+    return joined.scores()
 
 
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
@@ -230,26 +239,26 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     A ``report`` with a ``progress(label, done, total)`` method is told of every finished block.
     """
     sizes = block_sizes(trials, block_size)
-    results: dict[tuple[int, int], dict] = {}
+    joined = _Joined(len(pairs), sizes)
     todo = []
     for target, pair in enumerate(pairs):
         for index, size in enumerate(sizes):
             saved = progress.load_arrays(block_name(target, index))
             if saved is not None and saved["scores"].shape[-1] == size:
-                results[target, index] = saved
+                joined.add(target, index, saved)
             else:
                 todo.append(((target, index), block, (job, pair, target, index, size)))
-    if results:
-        report(f"resumed {len(results)} of {len(sizes) * len(pairs)} trial blocks")
+    if len(todo) < len(sizes) * len(pairs):
+        report(f"resumed {len(sizes) * len(pairs) - len(todo)} of {len(sizes) * len(pairs)} trial blocks")
     for n, ((target, index), result) in enumerate(as_finished(executor, todo), 1):
-        results[target, index] = result
+        joined.add(target, index, result)
         progress.save_arrays(block_name(target, index), result)
         tick = getattr(report, "progress", None)
         if tick is not None:
             tick("trial blocks", n, len(todo))
         else:
             report(f"trial block {n}/{len(todo)} done")
-    return [TargetScores.of(_merged([results[target, b] for b in range(len(sizes))])) for target in range(len(pairs))]
+    return joined.scores()
 
 
 def fit_attacks(job: AuditJob, pair: TargetPair, sample: Callable[[int, np.random.SeedSequence], View]) -> tuple:

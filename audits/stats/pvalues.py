@@ -5,7 +5,6 @@ import math
 from typing import Callable
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
 
 from .rates import _check_alpha, _check_delta, epsilon_lower_bound
 
@@ -47,15 +46,23 @@ def holm_adjust(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Holm's step-down correction (Holm 1979): ``(reject, adjusted_p_values)``.
 
     Controls the family-wise error rate at alpha across all the tests of one
-    run (docs/statistics.md, "Verdicts"); wraps
-    ``statsmodels.stats.multitest.multipletests(method="holm")``.
+    run (docs/statistics.md, "Verdicts"); the same arithmetic as
+    ``statsmodels.stats.multitest.multipletests(method="holm")`` (which the tests compare it with), without
+    the full garbage collection statsmodels runs on every call (a quarter second in a run's process).
     """
     _check_alpha(alpha)
     p = np.asarray(p_values, dtype=float).ravel()
     if p.size == 0 or np.any(~((p >= 0) & (p <= 1))):
         raise ValueError("p_values must be a non-empty array in [0, 1]")
-    reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
-    return np.asarray(reject, dtype=bool), np.asarray(adjusted, dtype=float)
+    order = np.argsort(p)
+    ranked = p[order]
+    steps = np.arange(p.size, 0, -1)
+    above = np.flatnonzero(ranked > alpha / steps)  # step down: reject until the first p above its level
+    reject_ranked = np.arange(p.size) < (above[0] if above.size else p.size)
+    adjusted_ranked = np.minimum(np.maximum.accumulate(ranked * steps), 1.0)
+    reject, adjusted = np.empty(p.size, dtype=bool), np.empty(p.size)
+    reject[order], adjusted[order] = reject_ranked, adjusted_ranked
+    return reject, adjusted
 
 
 def violation_p_value(
