@@ -15,7 +15,8 @@ Rows (goal in brackets):
 * ``completion``: private Frank–Wolfe with its canary one-run audit (``recaudit run``) against one
   sparse ``Aᵀ(Av)`` on the same ratings [≤ 100×, peak ≤ 1.5 GB];
 * ``learned``: a black-box audit of the 5-bin Laplace histogram with the ``auto`` attack against
-  sampling its outputs alone [≤ 10×].
+  sampling its outputs alone [≤ 10×];
+* ``suite``: the default test suite's CPU minutes [≤ 3], its summary line beside.
 
 ``--rows`` picks rows; ``--scale`` shrinks every size (e.g. 0.1 for a quick look).
 """
@@ -143,7 +144,17 @@ def row_learned(scale: float) -> dict:
             "notes": f"ε_LB {run.bound.epsilon_lb:.4f} (claim 1, α = 0.05)"}
 
 
-ROWS = {"ldp": row_ldp, "churn": row_churn, "completion": row_completion, "learned": row_learned}
+def row_suite(scale: float) -> dict:
+    """The default test suite (``python -m pytest``) in a child process: its CPU minutes against the goal."""
+    done, case, wall = timed(lambda: subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                                                    cwd=ROOT, capture_output=True, text=True))
+    summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
+    return {"measure": "default test suite (python -m pytest), CPU minutes", "goal": "<= 3 min CPU",
+            "baseline_cpu": 180.0, "case_cpu": case, "ratio": case / 60, "wall": wall, "baseline_wall": 180.0,
+            "notes": f"{summary}; baseline column: the goal (180 s CPU)"}
+
+
+ROWS = {"ldp": row_ldp, "churn": row_churn, "completion": row_completion, "learned": row_learned, "suite": row_suite}
 
 
 def _child(row: str, scale: float) -> None:
@@ -153,6 +164,18 @@ def _child(row: str, scale: float) -> None:
 def _peak_mb(stderr: str) -> float | None:
     found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
     return int(found.group(1)) / 1024 if found else None
+
+
+def _with_earlier_rows(results: list[dict], scale: float) -> list[dict]:
+    """``results`` plus the rows of the kept table (same scale) that were not rerun, in the table's row order."""
+    try:
+        kept = json.loads((RESULTS / "table-latest.json").read_text())
+    except (OSError, ValueError):
+        return results
+    fresh = {r["row"]: r for r in results}
+    if kept.get("scale") == scale:
+        fresh = {r["row"]: r for r in kept.get("rows", []) if r.get("row") in ROWS} | fresh
+    return [fresh[row] for row in ROWS if row in fresh]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,17 +196,20 @@ def main(argv: list[str] | None = None) -> None:
         if line is None:
             print(f"{row}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
             continue
-        results.append({"row": row, **json.loads(line[7:]), "peak_rss_mb": _peak_mb(done.stderr)})
+        results.append({"row": row, **json.loads(line[7:]), "peak_rss_mb": _peak_mb(done.stderr),
+                        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
         print(f"{row}: done", file=sys.stderr, flush=True)
     cores = os.cpu_count()
-    lines = [f"Issue 20's table, measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores "
-             f"(scale {args.scale:g}); CPU seconds (wall beside: other work shared the cores)", "",
-             "| measure | goal | ratio | case CPU s (wall) | baseline CPU s (wall) | peak RSS MB | notes |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    results = _with_earlier_rows(results, args.scale)
+    lines = [f"Issue 20's table on {cores} cores (scale {args.scale:g}); CPU seconds (wall beside: other work "
+             "shared the cores); a row not rerun this time keeps its earlier measurement and date", "",
+             "| measure | goal | ratio | case CPU s (wall) | baseline CPU s (wall) | peak RSS MB | measured | notes |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
     for r in results:
         peak = "n/a" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:,.0f}"
         lines.append(f"| {r['measure']} | {r['goal']} | {r['ratio']:.2f} | {r['case_cpu']:.2f} ({r['wall']:.1f}) | "
-                     f"{r['baseline_cpu']:.3f} ({r['baseline_wall']:.2f}) | {peak} | {r['notes']} |")
+                     f"{r['baseline_cpu']:.3f} ({r['baseline_wall']:.2f}) | {peak} | {r.get('measured', 'n/a')} | "
+                     f"{r['notes']} |")
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
