@@ -50,7 +50,20 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
     views = ("statistics",)
     test_mechanism = "continual_covariance_tree"
 
-    def _parts(self, mechanism: Mechanism, pair: TargetPair, view: View):
+    def _parts(self, mechanism: Mechanism, pair: TargetPair, view: View) -> list:
+        """Per statistic: (noise law, values, m₀, m₁). The replay is the costly part, and ``scores`` then ``reach``
+        read the same two views (one per world), so the last two views' parts are kept."""
+        for cached in getattr(self, "_last", ()):
+            if cached[0] is mechanism and cached[1] is pair and cached[2] is view:
+                return cached[3]
+        parts = list(self._replay(mechanism, pair, view))
+        self._last = (getattr(self, "_last", ())[-1:]) + ((mechanism, pair, view, parts),)
+        return parts
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_last"}
+
+    def _replay(self, mechanism: Mechanism, pair: TargetPair, view: View):
         if view.kind != "statistics":
             raise ValueError(f"attack {self.kind} reads the statistics view, not {view.kind!r}")
         if not hasattr(mechanism, "white_box_means"):

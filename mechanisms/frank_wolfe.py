@@ -32,7 +32,8 @@ from scipy import sparse
 from .base import ParameterError, UserBatch, WorldInfo
 from . import frank_wolfe_runs as runs
 from .matrix_completion import (GramCompletion, GramState, LowRankRows, entry_rows, observed, row_norms,
-                                symmetric_gaussian, top_eigenpair, with_values)
+                                symmetric_gaussian, top_eigenpair, upper_outer,
+                                with_values)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class FrankWolfeState(GramState):
     shifted: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (t,): λ̂'_t, the step's denominators
     unnoised: np.ndarray | None = None  # (t, n): every round's exact top eigenvector (leaky twin only)
     noisy: list = field(default_factory=list)  # every round's noisy Ŵ, upper triangle (the white-box statistic)
+    oja: list = field(default_factory=list)  # private Oja's releases each round (``frank_wolfe_runs.oja``)
 
 
 @dataclass
@@ -116,7 +118,8 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
             state.noisy.append(runs.upper(noisy))
             value, v = top_eigenpair(noisy)
         else:
-            value, v = self._oja(state.blocks, n, rng)
+            value, v, released = self._oja(state.blocks, n, rng)
+            state.oja.append(released)
         if self.leak_unnoised:
             state.unnoised = np.vstack([state.unnoised, top_eigenpair(state.gram)[1]])
         eigenvalue = math.sqrt(max(value, 0.0))
@@ -132,38 +135,53 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         return self.shift_scale * math.sqrt(self.noise.sigma * math.log(n / self.beta)) * n ** 0.25 \
             if self.noise_on else 0.0
 
-    def _oja(self, blocks: list, n: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
-        """Algorithm 2 (private Oja): Γ noisy power steps on ``AᵀA`` with matrix–vector products only."""
+    def _oja(self, blocks: list, n: int, rng: np.random.Generator) -> tuple[float, np.ndarray, dict]:
+        """Algorithm 2 (private Oja): Γ noisy power steps on ``AᵀA`` with matrix–vector products only; also what
+        it released (``matvec``: the noisy ``AᵀAv_s + g_s``, ``iterate``: the ``v_s``, ``norm``: the noisy
+        ``‖Av‖²``)."""
         a = sparse.vstack(blocks, format="csr") if blocks else sparse.csr_array((0, n))
         sigma, steps = self.noise.spent, self.oja_steps
         eta = 1.0 / (max(self.noise.sigma, 1e-12) * math.sqrt(n * steps))
         v = rng.normal(0.0, 1.0, n)  # the paper draws N(0, σ²I): only its direction matters
         v /= np.linalg.norm(v)
-        for _ in range(steps):
-            v = v + eta * (a.T @ (a @ v) + rng.normal(0.0, sigma, n))
+        iterates, matvecs = np.zeros((steps, n)), np.zeros((steps, n))
+        for step in range(steps):
+            iterates[step] = v
+            matvecs[step] = a.T @ (a @ v) + rng.normal(0.0, sigma, n)
+            v = v + eta * matvecs[step]
             v /= np.linalg.norm(v)
         v *= np.sign(v[np.argmax(np.abs(v))])
-        return float(np.linalg.norm(a @ v) ** 2 + rng.normal(0.0, sigma)), v
+        norm = float(np.linalg.norm(a @ v) ** 2 + rng.normal(0.0, sigma))
+        return norm, v, {"matvec": matvecs, "iterate": iterates, "norm": norm}
 
     # ------------------------------------------------------------ the white box
 
-    def statistics(self, state: FrankWolfeState) -> dict[str, np.ndarray] | None:
-        """Every round's noisy Gram (upper triangle, ``gram``) and the eigenpairs published from it (exact only;
-        private Oja's statistics are its noisy power steps, not modelled)."""
-        if self.eigen != "exact":
-            return None
-        return {"gram": np.array(state.noisy), "basis": state.basis.copy(), "shifted": state.shifted.copy(),
-                "bound": np.array([self._nuclear_bound(state)])}
+    def statistics(self, state: FrankWolfeState) -> dict[str, np.ndarray]:
+        """What each round released from the sum — the noisy Gram (upper triangle, ``gram``; exact eigenvector)
+        or private Oja's noisy products ``matvec`` at the iterates ``iterate`` and noisy ``norm`` — and the
+        eigenpairs and nuclear bound published from it."""
+        if self.eigen == "exact":
+            released = {"gram": np.array(state.noisy)}
+        else:
+            released = {name: np.array([r[name] for r in state.oja]) for name in ("matvec", "iterate", "norm")}
+        return released | {"basis": state.basis.copy(), "shifted": state.shifted.copy(),
+                           "bound": np.array([self._nuclear_bound(state)])}
 
     def statistic_noise(self) -> dict[str, tuple[str, float]]:
-        return {"gram": ("gaussian", self.noise.sigma)}
+        names = ("gram",) if self.eigen == "exact" else ("matvec", "norm")
+        return {name: ("gaussian", self.noise.sigma) for name in names}
 
     def white_box_means(self, rows: UserBatch, statistics: dict, rounds=None) -> dict[str, np.ndarray]:
-        """``upper(A_tᵀA_t)`` of ``rows`` (one per run, or one for all) in every round, given each run's published
-        eigenpairs and nuclear bound (public: the cohort's size)."""
+        """What ``rows`` (one per run, or one for all) add to each round's released statistics, replayed from
+        each run's published eigenpairs and nuclear bound (public: the cohort's size): ``upper(A_tᵀA_t)``, or
+        Oja's ``A_tᵀA_t v_s`` and ``(A_t·v̂_t)²``."""
         a = runs.residuals(self, rows, np.asarray(statistics["basis"]), np.asarray(statistics["shifted"]),
                            np.asarray(statistics["bound"])[:, 0])
-        return {"gram": runs.upper(a[..., :, None] * a[..., None, :])}
+        if self.eigen == "exact":
+            return {"gram": upper_outer(a)}
+        along = np.sum(np.asarray(statistics["iterate"]) * a[:, :, None, :], axis=-1)  # (R, T, Γ): A_t·v_s
+        return {"matvec": a[:, :, None, :] * along[..., None],
+                "norm": np.square(np.sum(a * np.asarray(statistics["basis"]), axis=-1))}
 
     def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """``n_runs`` runs on the panel ``rows`` at once (``mechanisms.frank_wolfe_runs``): their statistics."""

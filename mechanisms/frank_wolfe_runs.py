@@ -66,11 +66,12 @@ def nuclear_bound(mechanism, n_users: int, n_items: int) -> float:
 
 
 def panel_runs(mechanism, rows: UserBatch, runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """``runs`` runs of exact-eigenvector private FW on the panel ``rows`` (every user answers every round).
+    """``runs`` runs of private FW on the panel ``rows`` (every user answers every round).
 
     Returns the white-box statistics of every run (as ``PrivateFrankWolfe.statistics``): ``gram`` (R, T,
-    n(n+1)/2) the noisy Gram's upper triangle each round, ``basis`` (R, T, n), ``shifted`` (R, T) and the
-    step's nuclear bound ``bound`` (R, 1).
+    n(n+1)/2) the noisy Gram's upper triangle each round (exact eigenvector) or Oja's ``matvec``,
+    ``iterate`` (R, T, Γ, n) and ``norm`` (R, T) (``eigen: oja``); ``basis`` (R, T, n), ``shifted`` (R, T)
+    and the step's nuclear bound ``bound`` (R, 1).
     """
     targets, mask = dense_targets(mechanism, rows)
     n_users, n = targets.shape
@@ -79,18 +80,49 @@ def panel_runs(mechanism, rows: UserBatch, runs: int, rng: np.random.Generator) 
     shift = mechanism.eigen_shift(n)
     coefficients = np.zeros((1, n_users, T))
     basis, shifted = np.zeros((runs, 0, n)), np.zeros((runs, 0))
-    grams = []
+    statistics = {name: [] for name in (("gram",) if mechanism.eigen == "exact" else ("matvec", "iterate", "norm"))}
     for t in range(T):
         if t:
             coefficients = _step(mechanism, coefficients, targets, mask, basis, shifted, bound)
         a = _observed(coefficients[..., :t], basis, mask) - targets
-        noise = np.triu(rng.normal(0.0, sigma, (runs, n, n)))
-        noisy = np.swapaxes(a, 1, 2) @ a + noise + np.swapaxes(np.triu(noise, 1), 1, 2)
-        values, vectors = np.linalg.eigh(noisy)
-        v = vectors[..., -1]
+        if mechanism.eigen == "exact":
+            noise = np.triu(rng.normal(0.0, sigma, (runs, n, n)))
+            noisy = np.swapaxes(a, 1, 2) @ a + noise + np.swapaxes(np.triu(noise, 1), 1, 2)
+            values, vectors = np.linalg.eigh(noisy)
+            v, value = vectors[..., -1], values[:, -1]
+            statistics["gram"].append(upper(noisy))
+        else:
+            value, v, released = oja(mechanism, np.broadcast_to(a, (runs,) + a.shape[1:]), rng)
+            for name, array in released.items():
+                statistics[name].append(array)
         v *= np.sign(v[np.arange(runs), np.argmax(np.abs(v), axis=1)])[:, None]
-        eigenvalue = np.sqrt(np.maximum(values[:, -1], 0.0))
+        eigenvalue = np.sqrt(np.maximum(value, 0.0))
         basis = np.concatenate([basis, v[:, None, :]], axis=1)
         shifted = np.concatenate([shifted, np.maximum(eigenvalue + shift, 1e-12)[:, None]], axis=1)
-        grams.append(upper(noisy))
-    return {"gram": np.stack(grams, axis=1), "basis": basis, "shifted": shifted, "bound": np.full((runs, 1), bound)}
+    return {name: np.stack(arrays, axis=1) for name, arrays in statistics.items()} | {
+        "basis": basis, "shifted": shifted, "bound": np.full((runs, 1), bound)}
+
+
+def oja(mechanism, a: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Private Oja (``PrivateFrankWolfe._oja``) on every run's rows ``a`` (R, N, n) at once, the engine's draws
+    in the engine's order: the noisy ``‖Av‖² + g`` (R,), the unit ``v`` (R, n), and what it released —
+    ``matvec`` (R, Γ, n) the noisy ``AᵀAv_s + g_s``, ``iterate`` (R, Γ, n) the ``v_s`` they were taken at,
+    ``norm`` (R,) the noisy ``‖Av‖²``."""
+    runs, n = a.shape[0], a.shape[-1]
+    sigma, steps = mechanism.noise.spent, mechanism.oja_steps
+    eta = 1.0 / (max(mechanism.noise.sigma, 1e-12) * math.sqrt(n * steps))
+    v = rng.normal(0.0, 1.0, (runs, n))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    iterates, matvecs = [], []
+    for _ in range(steps):
+        iterates.append(v)
+        matvecs.append(_gram_times(a, v) + rng.normal(0.0, sigma, (runs, n)))
+        v = v + eta * matvecs[-1]
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+    norm = np.sum(np.square((a @ v[..., None])[..., 0]), axis=1) + rng.normal(0.0, sigma, runs)
+    return norm, v, {"matvec": np.stack(matvecs, axis=1), "iterate": np.stack(iterates, axis=1), "norm": norm}
+
+
+def _gram_times(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``AᵀA v`` per run: (R, N, n), (R, n) -> (R, n)."""
+    return (np.swapaxes(a, 1, 2) @ (a @ v[..., None]))[..., 0]

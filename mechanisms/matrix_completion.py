@@ -126,6 +126,12 @@ def upper(matrices: np.ndarray) -> np.ndarray:
     return matrices[..., i, j]
 
 
+def upper_outer(rows: np.ndarray) -> np.ndarray:
+    """``upper(rows[..., :, None] * rows[..., None, :])`` without the full outer products."""
+    i, j = np.triu_indices(rows.shape[-1])
+    return rows[..., i] * rows[..., j]
+
+
 def top_eigenpair(matrix: np.ndarray) -> tuple[float, np.ndarray]:
     """Largest eigenvalue of a symmetric matrix and its unit eigenvector (sign fixed: largest entry > 0).
 

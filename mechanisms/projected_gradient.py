@@ -19,7 +19,9 @@ from annotated_types import Ge, Gt
 from scipy import sparse
 
 from .base import UserBatch, WorldInfo
-from .matrix_completion import GramCompletion, GramState, LowRankRows, symmetric_gaussian, top_eigenvectors
+from . import projected_gradient_runs as runs
+from .matrix_completion import (GramCompletion, GramState, LowRankRows, symmetric_gaussian, top_eigenvectors, upper,
+                                upper_outer)
 
 
 @dataclass
@@ -27,6 +29,7 @@ class GradientState(GramState):
     """The server, with every round's published eigenvectors (``history``; ``basis`` is the last)."""
 
     history: list = field(default_factory=list)
+    noisy: list = field(default_factory=list)  # every round's noisy Ŵ, upper triangle (the white-box statistic)
 
     def published(self, back: int) -> np.ndarray:
         """The eigenvectors published ``back`` rounds ago (1: the last); empty before any."""
@@ -49,7 +52,9 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
 
     def _end_round(self, state: GradientState, rng: np.random.Generator) -> GradientState:
         n = state.world.n_items
-        state.basis = top_eigenvectors(state.gram + symmetric_gaussian(n, self.noise.spent, rng), self.rank)
+        noisy = state.gram + symmetric_gaussian(n, self.noise.spent, rng)
+        state.noisy.append(upper(noisy))
+        state.basis = top_eigenvectors(noisy, self.rank)
         state.history.append(state.basis)
         state.gram = np.zeros((n, n))
         return state
@@ -57,6 +62,27 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
     def publish(self, state: GradientState) -> dict[str, np.ndarray]:
         """Every round's published eigenvectors, stacked: (rounds x rank, n_items)."""
         return {"basis": np.vstack(state.history) if state.history else state.basis.copy()}
+
+    # ------------------------------------------------------------ the white box
+
+    def statistics(self, state: GradientState) -> dict[str, np.ndarray]:
+        """Every round's noisy Gram (upper triangle, ``gram``) and the eigenvectors published from it (``basis``:
+        rounds x rank x n)."""
+        n = state.world.n_items
+        return {"gram": np.array(state.noisy).reshape(-1, n * (n + 1) // 2),
+                "basis": np.array(state.history).reshape(-1, self.rank, n)}
+
+    def statistic_noise(self) -> dict[str, tuple[str, float]]:
+        return {"gram": ("gaussian", self.noise.sigma)}
+
+    def white_box_means(self, rows: UserBatch, statistics: dict, rounds=None) -> dict[str, np.ndarray]:
+        """``upper(A_tᵀA_t)`` of ``rows`` (one per run, or one for all) in every round, replayed from each run's
+        published eigenvectors."""
+        return {"gram": upper_outer(runs.residuals(self, rows, np.asarray(statistics["basis"])))}
+
+    def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``n_runs`` runs on the panel ``rows`` at once (``mechanisms.projected_gradient_runs``): their statistics."""
+        return runs.panel_runs(self, rows, n_runs, rng)
 
     def init_carried(self, n_users: int) -> np.ndarray:
         return np.zeros((n_users, self.rank))  # coefficients over the last published eigenvectors

@@ -25,7 +25,7 @@ PURE = PrivacyClaim(1.0, 0.0)
 def _estimator(name):
     if name == "bonferroni":
         return ESTIMATORS[name](score_range=(-4.0, 4.0))
-    if name == "explicit":
+    if name in ("explicit", "gdp-explicit"):
         return ESTIMATORS[name](threshold_value=0.0)
     return ESTIMATORS[name]()
 

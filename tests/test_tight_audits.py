@@ -91,6 +91,81 @@ def test_known_noise_reach_is_the_closed_form_mu_of_the_pair():
     assert mu[0] <= mechanism.claim.gaussian_mu / 4 * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_pgd_panel_runs_and_white_box_means_follow_the_engine(rank):
+    """Private PGD: one batched run draws the engine's noise (every round's noisy Gram and eigenvectors agree),
+    and the replay of the target's residuals from the published eigenvectors is what it really sent."""
+    from mechanisms.projected_gradient import PrivateProjectedGradient
+
+    population, catalogue, _, pair = fw_world()
+    mechanism = PrivateProjectedGradient(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, rank=rank)
+    _, rows = population.for_run().sample_users(8, catalogue, stream(np.random.SeedSequence(5), "users"))
+    for world in (0, 1):
+        coins = np.random.SeedSequence(9 + world)
+        transcript = engine_run(population, catalogue, mechanism, pair, world, coins)
+        batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows(world)]), 1, stream(coins, "noise"))
+        np.testing.assert_allclose(batched["gram"][0], transcript.statistics["gram"], atol=1e-12)
+        np.testing.assert_allclose(batched["basis"][0], transcript.statistics["basis"], atol=1e-8)
+        view = statistics_view(transcript, transcript.inserted)
+        means = mechanism.white_box_means(pair.rows(world), view.statistics)["gram"][0]
+        sent = transcript.watched.messages.toarray()
+        np.testing.assert_allclose(means, upper(sent[:, :, None] * sent[:, None, :]), atol=1e-12)
+        law, mu = KnownNoiseAttack().reach(mechanism, pair, view)  # round 1 alone reaches √2·L²/σ
+        assert mechanism.noise.sigma * mu[0] >= math.sqrt(2) * mechanism.row_bound ** 2 * (1 - 1e-12)
+
+
+def test_private_oja_panel_runs_and_white_box_means_follow_the_engine():
+    """Private FW with private Oja: one batched run draws the engine's noise (every noisy product, iterate and
+    norm agree), and the replayed contribution ``A_t (A_t·v_s)``, ``(A_t·v̂_t)²`` is what the target's sent
+    rows give at the recorded iterates."""
+    population, catalogue, _, pair = fw_world()
+    mechanism = PrivateFrankWolfe(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3,
+                                  eigen="oja", oja_steps=6)
+    _, rows = population.for_run().sample_users(8, catalogue, stream(np.random.SeedSequence(5), "users"))
+    for world in (0, 1):
+        coins = np.random.SeedSequence(9 + world)
+        transcript = engine_run(population, catalogue, mechanism, pair, world, coins)
+        batched = mechanism.panel_runs(UserBatch.concat([rows, pair.rows(world)]), 1, stream(coins, "noise"))
+        assert set(transcript.statistics) == {"matvec", "iterate", "norm", "basis", "shifted", "bound"}
+        for name, value in transcript.statistics.items():
+            np.testing.assert_allclose(batched[name][0], value, atol=1e-10, err_msg=name)
+        view = statistics_view(transcript, transcript.inserted)
+        means = mechanism.white_box_means(pair.rows(world), view.statistics)
+        sent = transcript.watched.messages.toarray()  # (rounds, n)
+        iterates = transcript.statistics["iterate"]  # (rounds, steps, n)
+        along = np.array([[it @ a for it in its] for its, a in zip(iterates, sent)])
+        np.testing.assert_allclose(means["matvec"][0], sent[:, None, :] * along[..., None], atol=1e-14)
+        np.testing.assert_allclose(means["norm"][0], (sent * transcript.statistics["basis"]).sum(axis=1) ** 2,
+                                   atol=1e-14)
+
+
+def test_gdp_at_a_fixed_cut_is_the_clopper_pearson_mu_bound_and_covers():
+    """``method: gdp, threshold: explicit``: μ_LB recomputed from scipy's beta quantiles at the cut, and on
+    Gaussian scores (μ = 0.3) and null scores (μ = 0) of 200 seeds each the bound exceeds the truth at most
+    20 times. Each repetition exceeds it with probability ≤ α = 0.05, so a false failure has probability
+    P(Binomial(200, 0.05) > 20) < 0.2 % per case."""
+    from scipy import stats
+
+    from audits.stats.estimators import estimator_for
+    from audits.stats.gdp import fixed_threshold_gdp_bound
+
+    estimator = estimator_for("gdp", "explicit")(threshold_value=0.0)
+    claim = PrivateFrankWolfe(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1).claim
+    n = 4000
+    for mu in (0.3, 0.0):
+        above = 0
+        for seed in range(200):
+            rng = np.random.default_rng([seed, int(mu * 10)])
+            scores = rng.normal(0.0, 1.0, (2, n)) + np.array([[-mu / 2], [mu / 2]])  # N(∓μ/2, 1): μ-GDP exactly
+            above += fixed_threshold_gdp_bound(scores[0], scores[1], 0.0, 1, 0.05, claim.delta).mu_lb > mu
+        assert above <= 20, (mu, above)
+    bound = estimator.estimate(scores, None, claim, 0.05).bound  # the estimator counts at the fixed cut
+    fp, fn = int((scores[0] >= 0).sum()), int((scores[1] < 0).sum())
+    fpr, fnr = (stats.beta.ppf(1 - 0.025, k + 1, n - k) for k in (fp, fn))
+    assert (bound.false_pos, bound.false_neg, bound.strategy) == (fp, fn, "explicit")
+    assert bound.mu_lb == pytest.approx(max(0.0, stats.norm.isf(fpr) - stats.norm.ppf(fnr)), abs=1e-9)
+
+
 def test_tree_means_follow_the_nodes_the_target_enters():
     """The tree's white-box means put the target's x xᵀ in exactly the nodes ``nodes_touched`` lists."""
     tree = TreeContinualCovariance(epsilon=3.0, delta=1e-5, ticks=8, row_bound=1.0)

@@ -40,6 +40,9 @@ ESTIMATORS: Registry = Registry("estimator")
 SELECTION_FRACTION = Field(description="split: share of trials that pick the threshold")
 GUESS_FRACTION = Field(description="one-run: share of canaries guessed in (and out); default: the count planned "
                                    "on the claim (docs/guide/estimators.md)")
+#: explicit thresholds (``Explicit``, ``GaussianDPExplicit``): one spec, shared
+THRESHOLD_VALUE = Annotated[float | None, Field(description="explicit: the threshold, fixed in advance")]
+DIRECTION = Annotated[Literal[1, -1], Field(description="explicit: +1 guesses world 1 when score >= threshold")]
 
 
 @dataclass(frozen=True)
@@ -187,9 +190,8 @@ class Explicit(Estimator, kind="explicit"):
 
     threshold: ClassVar[str] = "explicit"
     test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
-    threshold_value: Annotated[float | None, Field(description="explicit: the threshold, fixed in advance")] = None
-    direction: Annotated[Literal[1, -1],
-                         Field(description="explicit: +1 guesses world 1 when score >= threshold")] = 1
+    threshold_value: THRESHOLD_VALUE = None
+    direction: DIRECTION = 1
 
     def __post_init__(self) -> None:
         if self.threshold_value is None:
@@ -228,6 +230,35 @@ class GaussianDP(Estimator, kind="gdp"):
     def estimate(self, scores, worlds, claim, alpha):
         self.require(claim)
         bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
+        counts = _counts(bound)
+        return pairs_estimate(bound, p_value_from_bound(
+            lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
+            claim.epsilon), claim)
+
+
+@dataclass(frozen=True)
+class GaussianDPExplicit(Estimator, kind="gdp-explicit"):
+    """f-DP for one test (threshold and direction) fixed in advance; uses every run (no selection split).
+
+    For a likelihood-ratio score under a known noise law (``known_noise``) the cut 0 is fixed by the test's
+    theory (equal priors), and for Gaussian scores of a small μ it is the cut whose μ estimate varies least.
+    """
+
+    method: ClassVar[str] = "gdp"
+    threshold: ClassVar[str] = "explicit"
+    test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
+    threshold_value: THRESHOLD_VALUE = None
+    direction: DIRECTION = 1
+    refusal = GaussianDP.refusal
+
+    def __post_init__(self) -> None:
+        if self.threshold_value is None:
+            raise EstimatorError("threshold_value", "required with threshold: explicit")
+
+    def estimate(self, scores, worlds, claim, alpha):
+        self.require(claim)
+        bound = gdp.fixed_threshold_gdp_bound(scores[0], scores[1], self.threshold_value, self.direction, alpha,
+                                              claim.delta)
         counts = _counts(bound)
         return pairs_estimate(bound, p_value_from_bound(
             lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),

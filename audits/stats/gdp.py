@@ -182,7 +182,28 @@ def heldout_gdp_bound(
     sel0, sel1 = _as_scores(select0, "select0"), _as_scores(select1, "select1")
     e0, e1 = _as_scores(eval0, "eval0"), _as_scores(eval1, "eval1")
     threshold, direction = select_gdp_threshold(sel0, sel1, alpha, candidates=candidates)
-    fp, fn = threshold_counts(e0, e1, np.array([threshold]), direction)
+    return _counted_gdp_bound(e0, e1, threshold, direction, alpha, delta, "split")
+
+
+def fixed_threshold_gdp_bound(scores0, scores1, threshold: float, direction: int, alpha: float,
+                              delta: float) -> BoundResult:
+    """The GDP bound of one test fixed before the runs, counted on every run (no selection split).
+
+    Valid only if the test was chosen without looking at these scores — e.g. the likelihood-ratio score of
+    a known noise law cut at 0 (equal priors), where for Gaussian scores the μ estimate's variance is least.
+    """
+    _check_alpha(alpha)
+    _check_delta(delta)
+    if not float(delta) > 0.0:
+        raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
+    if direction not in (1, -1):
+        raise ValueError("direction must be +1 or -1")
+    return _counted_gdp_bound(_as_scores(scores0, "scores0"), _as_scores(scores1, "scores1"), threshold,
+                              direction, alpha, delta, "explicit")
+
+
+def _counted_gdp_bound(e0, e1, threshold, direction, alpha, delta, strategy: str) -> BoundResult:
+    fp, fn = threshold_counts(e0, e1, np.array([float(threshold)]), direction)
     fp, fn = int(fp[0]), int(fn[0])
     mu_lb = float(gdp_mu_lower_bound(fp, e0.size, fn, e1.size, alpha))
     mu_ceiling = float(gdp_mu_lower_bound(0, e0.size, 0, e1.size, alpha))
@@ -198,7 +219,7 @@ def heldout_gdp_bound(
         n_neg=int(e0.size),
         false_neg=fn,
         n_pos=int(e1.size),
-        strategy="split",
+        strategy=strategy,
         mu_lb=mu_lb,
         mu_ceiling=mu_ceiling,
     )
