@@ -3,7 +3,7 @@
 Each point is the scenario a ``recaudit grid`` point would be (a ``ratings_matrix`` population with
 ``split_seed`` = the split, a ``panel`` of every user, the mechanism at that ε), its world run alone:
 no audit and no canaries (``audits.runner.measure_world``), so a point costs one run. Every finished
-point is saved to ``mc_study.json``; a rerun with the same settings resumes.
+point is saved to ``mc_study.json``; a rerun keeps every saved point whose scenario is unchanged.
 """
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ ATTACK_OF = {"mcsherry_mironov": "covariance_projection"}
 
 
 def label(block: dict) -> str:
-    """A mechanism block's name in the tables: its kind and the settings that tell it apart."""
+    """A mechanism block's name in the tables: its ``label`` if it has one, else its kind and the settings
+    that tell it apart."""
+    if "label" in block:
+        return block["label"]
     shown = ("centre", "eigen", "noise", "rank")
     return block["kind"] + "".join(f" {k}={block[k]}" for k in shown if k in block)
 
@@ -44,7 +47,7 @@ class MatrixCompletionStudy(Study, kind="matrix_completion"):
     test_fraction: float = 0.2
     max_rating: float = 5.0
     epsilons: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0])
-    mechanisms: list[dict] = field(default_factory=list)  # kind blocks; the study sets ε
+    mechanisms: list[dict] = field(default_factory=list)  # kind blocks (and an optional label); the study sets ε
     reference: list[dict] = field(default_factory=list)  # kind blocks run as written (non-private)
     min_users: int = 100
 
@@ -59,7 +62,8 @@ class MatrixCompletionStudy(Study, kind="matrix_completion"):
         for split in range(self.splits):
             runs = [(b, e) for b in self.mechanisms for e in self.epsilons] + [(b, None) for b in self.reference]
             for block, epsilon in runs:
-                mechanism = block | ({} if epsilon is None else {"epsilon": epsilon})
+                mechanism = {k: v for k, v in block.items() if k != "label"} | ({} if epsilon is None
+                                                                                  else {"epsilon": epsilon})
                 data = {"name": "point", "seed": seed, "population": self._population(split), "panel": {},
                         "mechanism": mechanism, "audit": {"design": "one_run", "method": "one-run"},
                         "attack": {"kind": ATTACK_OF.get(block["kind"], "subspace_alignment")}}
@@ -77,18 +81,19 @@ class MatrixCompletionStudy(Study, kind="matrix_completion"):
 
     def run(self, out: Path, seed: int, log) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
-        settings = {k: v for k, v in self.__dict__.items()} | {"seed": seed}
         saved = out / "mc_study.json"
         previous = json.loads(saved.read_text()) if saved.exists() else {}
-        result = previous if previous.get("settings") == settings else {"settings": settings, "points": []}
-        done = {(p["mechanism"], p["epsilon"], p["split"]) for p in result["points"]}
+        done = {p["fingerprint"]: p for p in previous.get("points", [])}  # a point is its scenario
+        result = {"settings": dict(self.__dict__) | {"seed": seed}, "points": []}
         for name, epsilon, split, scenario in self.points(seed):
-            if (name, epsilon, split) in done:
+            if scenario.fingerprint() in done:
+                result["points"].append(done[scenario.fingerprint()] | {"mechanism": name})
                 continue
             utility = measure_world(scenario)
             result["points"].append({"mechanism": name, "epsilon": epsilon, "split": split,
                                      "rmse": utility["rmse"], "mean_rmse": utility.get("mean_rmse"),
-                                     "zero_rmse": utility["zero_rmse"], "claim": scenario.mechanism.model_dump()})
+                                     "zero_rmse": utility["zero_rmse"], "fingerprint": scenario.fingerprint(),
+                                     "mechanism_settings": scenario.mechanism.model_dump()})
             log(f"{name} ε={epsilon} split {split}: RMSE {utility['rmse']:.4f} (mean {utility['mean_rmse']:.4f})")
             saved.write_text(json.dumps(result, indent=1))
             (out / "mc_study.md").write_text(markdown(result))
