@@ -27,7 +27,7 @@ from ..stats.estimators import EstimatorError
 from .limits import GIB, LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
 from .sections import (ROLE_FIELDS, SAFE_NAME, STRICT, AttackConfig, AuditConfig, ChurnConfig,  # noqa: F401
                        ExecutorConfig, GridConfig, MechanismConfig, PanelConfig, PopulationConfig, SweepAxis,
-                       SweepConfig, build, build_churn, build_estimator, with_parameter)
+                       SweepConfig, build, build_churn, build_estimator, folder_name, with_parameter)
 from .studies import StudyScenario
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
@@ -66,10 +66,7 @@ class Scenario(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder_name(cls, name: str) -> str:
-        if not SAFE_NAME.fullmatch(name):
-            raise ValueError("must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit "
-                             "(it names the output folder runs/<name>)")
-        return name
+        return folder_name(name)
 
     @model_validator(mode="after")
     def _mechanism_fits_the_world(self, info: ValidationInfo) -> "Scenario":

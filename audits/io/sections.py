@@ -33,6 +33,14 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 DASK_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}")
 
 
+def folder_name(name: str) -> str:
+    """``name`` if it can name the output folder runs/<name> (a scenario's ``name``), else ValueError."""
+    if not SAFE_NAME.fullmatch(name):
+        raise ValueError("must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                         "(it names the output folder runs/<name>)")
+    return name
+
+
 def _dataclass_fields(cls: type) -> dict[str, tuple[Any, Any]]:
     hints = typing.get_type_hints(cls, include_extras=True)
     fields: dict[str, tuple[Any, Any]] = {}

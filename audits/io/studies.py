@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_valid
 from mechanisms.errors import BadInput
 from mechanisms.registry import Registry
 
-from .sections import SAFE_NAME, STRICT
+from .sections import STRICT, folder_name
 
 #: every study, by the kind a scenario names; a class registers itself where it is defined
 STUDIES = Registry("study")
@@ -94,10 +94,7 @@ class StudyScenario(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_a_folder_name(cls, name: str) -> str:
-        if not SAFE_NAME.fullmatch(name):
-            raise ValueError("must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit "
-                             "(it names the output folder runs/<name>)")
-        return name
+        return folder_name(name)
 
     @field_validator("study")
     @classmethod
