@@ -41,6 +41,7 @@ def test_pairs_estimator_coverage(name, settings, mech):
     for child in np.random.SeedSequence(240).spawn(AUDITS):
         exceed += est.estimate(_pairs(mech, 20_000, np.random.default_rng(child)), None, mech.claim,
                                ALPHA).epsilon_lb > mech.claim.epsilon
+    print(f"{name} on {type(mech).__name__}: {exceed} of {AUDITS} above ε (at most {MOST:.0f})")
     assert exceed <= MOST
 
 
@@ -50,7 +51,10 @@ def _one_run(name, mech, m, seed, **settings):
     for child in np.random.SeedSequence(seed).spawn(AUDITS):
         s, b = ideal_canary_scores(mech, m, np.random.default_rng(child))
         lbs.append(est.estimate(s, b, mech.claim, ALPHA).epsilon_lb)
-    return np.array(lbs) / mech.claim.epsilon
+    ratios = np.array(lbs) / mech.claim.epsilon
+    print(f"{name} at ε = {mech.claim.epsilon:.3g}: median ε_LB/ε {np.median(ratios):.3f}, 10 % quantile "
+          f"{np.quantile(ratios, 0.1):.3f}, {np.sum(ratios > 1)} of {AUDITS} above ε (at most {MOST:.0f})")
+    return ratios
 
 
 @pytest.mark.slow
