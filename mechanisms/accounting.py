@@ -44,6 +44,7 @@ import functools
 import math
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 from scipy.special import expit
 
@@ -115,7 +116,8 @@ def _gaussian_epsilon(mu: float, delta: float) -> float:
     """ε at δ of μ-GDP (Balle–Wang analytic Gaussian via dp-accounting), nudged up past the root tolerance."""
     if delta == 0.0:
         return math.inf
-    eps = float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta, tol=1e-12))
+    with np.errstate(divide="ignore", over="ignore"):  # its log1p(-exp(..)) is -inf at the extremes, as it expects
+        eps = float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta, tol=1e-12))
     # brentq stops within ~1e-12 of the root on either side; the margin makes it an upper bound
     return 0.0 if eps == 0.0 else eps + 1e-10 * (1.0 + eps)
 

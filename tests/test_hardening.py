@@ -39,6 +39,23 @@ def test_an_epsilon_the_accountant_cannot_take_names_mechanism_epsilon(tmp_path,
     assert "outside what the accountant can take (1e-15 to 700" in line and "Noise parameter" not in line
 
 
+def test_the_accountant_s_warnings_stay_off_the_error_line(tmp_path, capsys):
+    # dp-accounting's log1p(-exp(..)) warns at extreme epsilons: the refusal must still be one line
+    # (in a fresh process: pytest records warnings itself, so in-process the leak would not show)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data = shipped("continual-naive")
+    data["mechanism"]["epsilon"], data["audit"]["trials"] = 1e-12, 10
+    path = write_text(tmp_path, scenario_text(data))
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "audits", "validate", str(path)], capture_output=True, text=True,
+                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and re.fullmatch(rf"{re.escape(str(path))}:\d+: audit\.trials: must be >= 100\n",
+                                                 done.stderr), done.stderr
+
+
 def test_many_keys_without_aliases_are_not_called_aliases(tmp_path, capsys):
     text = "".join(f"k{i}: {i}\n" for i in range(100_000))
     code, line = one_error(capsys, ["validate", str(write_text(tmp_path, text))])
@@ -344,50 +361,3 @@ def test_a_dask_address_answering_another_protocol_gets_a_clear_line(tmp_path, c
         server.close()
     assert code == 2 and line == f"executor.address: '{address}' answers, but not as a Dask scheduler (another " \
                                  "service listens on that port?)"
-
-
-# ---------------------------------------------------------------- valid scenarios with extreme values (slow)
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-
-@st.composite
-def extreme_scenarios(draw) -> dict:
-    """The quickstart with each size drawn over many orders of magnitude (every draw a valid document)."""
-    from tests.conftest import SCENARIOS
-
-    data = yaml.safe_load((SCENARIOS / "quickstart.yaml").read_text())
-    data["population"]["n_items"] = draw(st.sampled_from([20, 100, 10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]))
-    data["population"]["ratings_per_user"] = min(10, data["population"]["n_items"] // 2)
-    data["churn"].update(arrival_rate=draw(st.sampled_from([1, 50, 500, 10 ** 4, 10 ** 6])),
-                         horizon=draw(st.sampled_from([1.0, 5.0, 20.0, 1e3, 1e6])), release_interval=1.0)
-    trials = draw(st.sampled_from([100, 10 ** 3, 10 ** 4, 10 ** 6, 10 ** 9]))
-    data["audit"].update(trials=trials, block_size=draw(st.sampled_from([1, 100, 10 ** 4, trials])),
-                         design=draw(st.sampled_from(["local_replay", "full_runs"])))
-    data["mechanism"]["epsilon"] = draw(st.sampled_from([1e-12, 1e-3, 1.0, 50.0, 700.0]))
-    return data
-
-
-@pytest.mark.slow
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(extreme_scenarios())
-def test_a_valid_extreme_scenario_is_refused_in_seconds_or_finishes_within_three_estimates(tmp_path, capsys, data):
-    from audits.io.limits import estimate_cost
-    from audits.io.scenario import build, load_scenario
-    from mechanisms import MECHANISMS
-
-    path = write_text(tmp_path, scenario_text(data))
-    started = time.process_time()
-    code = main(["validate", str(path)])
-    capsys.readouterr()
-    if code == 2:
-        assert time.process_time() - started < 10
-        return
-    scenario = load_scenario(path)
-    estimate = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))["seconds"]
-    started = time.monotonic()
-    out = tmp_path / f"out-{time.monotonic_ns()}"  # hypothesis reuses tmp_path between examples
-    assert main(["run", str(path), "--out", str(out), "--quiet"]) in (0, 1), capsys.readouterr().err
-    assert time.monotonic() - started <= 3 * estimate + 5  # 5 s: the command's imports and report writing
