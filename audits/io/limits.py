@@ -18,11 +18,11 @@ counts so a refusal says which setting to lower:
   (one for the world; ``full_runs`` adds two per trial and target), each
   costing ``RUN_SECONDS`` plus ``ROUND_SECONDS`` per round (the clock and the
   engine's fixed work) plus its rating-table cells (users x items x rounds
-  per user) at ``CELLS_PER_SECOND``, plus one target row per trial for the
-  other designs and each attack's scoring, plus ``BLOCK_SECONDS`` per trial
-  block (each a task and a file); the constants are set so the estimate errs
-  high on every shipped scenario; ``./dev bench estimate`` measures the ratio
-  of estimated to measured time;
+  per user) at ``CELLS_PER_SECOND``; ``batched_runs`` costs two runs' arithmetic
+  per trial (numpy batches them: no per-run overhead), the other designs one
+  target row; plus each attack's scoring and ``BLOCK_SECONDS`` per trial
+  block (each a task and a file); ``./dev bench estimate`` measures the ratio
+  of estimated to measured time (docs/guide/limits.md);
 - ``blocks`` and ``files``: trial blocks (targets x trials / block_size), each
   saved as one progress file;
 - ``process``, ``table`` and ``outputs``: this process (the interpreter and its libraries,
@@ -241,6 +241,8 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     scoring = 2 * attacks * n_items / CELLS_PER_SECOND
     if audit.design_name == "full_runs":
         return world, 2 * world + scoring
+    if audit.design_name == "batched_runs":  # whole runs batched with numpy: each costs its arithmetic only
+        return world, 2 * (world - RUN_SECONDS - ROUND_SECONDS * cost["rounds"]) + scoring
     return world, 2 * n_items / CELLS_PER_SECOND + scoring
 
 
