@@ -83,6 +83,11 @@ def decode_svg(src: str) -> ElementTree.Element:
     return root
 
 
+def decode_figure(src: str):
+    """A data-URI figure, PNG (the figures across runs) or SVG (a run's own), checked as by its decoder."""
+    return decode_svg(src) if src.startswith("data:image/svg+xml;") else decode_image(src)
+
+
 def test_html_report_is_self_contained_with_every_figure_a_valid_svg(tmp_path, quickstart_data):
     out = run_cli(tmp_path, small_world(quickstart_data, 4_000), "run")
     page = parse_html(out / "report.html")
@@ -189,7 +194,7 @@ def test_sweep_folder_rebuilds_identically(tmp_path, quickstart_data):
     for name, content in saved.items():
         assert (out / name).read_bytes() == content, name
     for img in parse_html(out / "sweep.html").images:
-        decode_image(img["src"])
+        decode_figure(img["src"])
 
 
 def test_sweep_figure_draws_censored_runs_and_the_fit_band():
@@ -231,7 +236,7 @@ def test_compare_tabulates_and_plots_runs(tmp_path, quickstart_data, capsys):
     images = parse_html(out / "compare.html").images
     assert len(images) == 2  # ε_LB against the claims, the frontier
     for img in images:
-        decode_image(img["src"])
+        decode_figure(img["src"])
     assert main(["compare", str(runs[0]), str(tmp_path / "nothing"), "--out", str(out)]) == 2
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mechanisms.errors import BadInput
 
-from . import plots
+from . import plots, run_figures
 from .report import SCHEMA_VERSION, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
 from .store import write_json, write_text
 
@@ -121,7 +121,7 @@ def compare_figures(rows: list[dict]) -> list[dict]:
                "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
                "(non-private references), the dotted one predicting 0.") if private_rmse_rows(rows) else None,
         figure("ε lower bounds against the claims",
-               plots.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
+               run_figures.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
                                       "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],
                                       "confidence": r["confidence"], "verdict": r["verdict"]} for r in claimed],
                                     "ε_LB across runs") if claimed else None,

@@ -1,7 +1,8 @@
-"""The report figures (matplotlib, Agg), each returned as PNG bytes so reports can embed or save them.
+"""The figures across runs (compare, sweep, grid: matplotlib, Agg, as PNG bytes) and the ROC arithmetic.
 
-Every figure is a pure function of report data (and, for ROC curves, of the
-saved trial scores), so ``recaudit report`` redraws them identically.
+A run report's own figures are SVG (``run_figures``): drawn at every run, they must cost milliseconds.
+Every figure is a pure function of report data (and, for ROC curves, of the saved trial scores), so
+``recaudit report`` redraws them identically.
 """
 from __future__ import annotations
 
@@ -67,121 +68,12 @@ def dp_boundary(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
     return np.minimum(1.0, np.minimum(math.exp(epsilon) * fpr + delta, 1.0 - math.exp(-epsilon) * (1.0 - delta - fpr)))
 
 
-def roc_figure(curves: list[dict], claim: dict) -> bytes:
-    """Attack ROC curves on log–log axes with the claimed ε-DP boundary (and each test's ε_LB boundary).
-
-    ``curves``: ``name``, ``fpr``, ``tpr``, ``epsilon_lb``. Points with FPR or TPR 0 cannot be drawn on
-    log axes; the caption says how many runs each curve has.
-    """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 4.6))
-    floor = min((1.0 / c["runs"] for c in curves), default=1e-4)
-    grid = np.logspace(math.log10(floor), 0, 200)
-    if claim["epsilon"] is not None:  # None: a mechanism that claims nothing has no boundary to draw
-        ax.plot(grid, dp_boundary(grid, claim["epsilon"], claim["delta"]), "k-", lw=2,
-                label=f"claimed boundary ε = {claim['epsilon']:g}, δ = {claim['delta']:g}")
-    ax.plot(grid, grid, ":", color="0.5", label="chance (TPR = FPR)")
-    for i, c in enumerate(curves):
-        keep = (c["fpr"] > 0) & (c["tpr"] > 0)
-        color = f"C{i % 10}"
-        ax.plot(c["fpr"][keep], c["tpr"][keep], "o-", ms=3, color=color, label=f"{one_line(c['name'])} ({c['runs']:,} runs)")
-        if c.get("epsilon_lb") is not None:
-            ax.plot(grid, dp_boundary(grid, c["epsilon_lb"], claim["delta"]), "--", color=color, lw=1,
-                    label=f"boundary at its ε_LB = {c['epsilon_lb']:.3g}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(floor, 1.0)
-    ax.set_ylim(floor, 1.05)
-    ax.set_xlabel("false positive rate (world 0 called world 1)")
-    ax.set_ylabel("true positive rate")
-    ax.set_title("Attack ROC (all runs) against the ε-DP boundary", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    return _png(fig)
-
-
-def epsilon_figure(rows: list[dict], title: str) -> bytes:
-    """ε_LB of each row with its one-sided interval up to the ceiling, against the claimed ε (diagonal drawn).
-
-    ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling``, ``confidence``, ``verdict``. Each label has its
-    colour and one legend entry (a label repeated over runs, e.g. a mechanism over an ε grid, shares them), so
-    no text is drawn on the axes where it could overlap; violated runs are drawn as crosses.
-    """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.4, 4.6))
-    claims = [r["claim"] for r in rows]
-    top = max([r["ceiling"] for r in rows if r["ceiling"] is not None] + claims + [1e-3])
-    high = max(claims + [r["epsilon_lb"] for r in rows]) * 1.15 + 0.05
-    ax.plot([0, high], [0, high], "k-", lw=1, label="ε_LB = claimed ε")
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    colour = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    # runs at (almost) the same claim are spread sideways so each keeps its own dot and interval
-    span = max(claims) - min(claims)
-    width = 0.04 * (span if span > 0 else max(claims[0], 1.0))
-    same: dict[float, list[int]] = {}
-    for i, r in enumerate(rows):
-        same.setdefault(round(r["claim"], 6), []).append(i)  # accountants' claims differ in the last digits
-    for i, r in enumerate(rows):
-        group = same[round(r["claim"], 6)]
-        x = r["claim"] + width * (group.index(i) - (len(group) - 1) / 2)
-        c = colour[r["label"]]
-        ax.errorbar([x], [r["epsilon_lb"]], yerr=[[0], [max((r["ceiling"] or top) - r["epsilon_lb"], 0)]],
-                    fmt="X" if r.get("verdict") == "violated" else "o", ms=7, color=c, ecolor=c, elinewidth=1,
-                    capsize=3, lolims=[True])
-    for label in labels:
-        ax.plot([], [], "o", color=colour[label], label=one_line(label))
-    if any(r.get("verdict") == "violated" for r in rows):
-        ax.plot([], [], "X", color="0.3", label="violated (cross)")
-    ax.set_xlim(0, high)
-    ax.set_ylim(0, max(high, top * 1.05))
-    ax.set_xlabel("claimed ε")
-    ax.set_ylabel("ε lower bound (bar: up to the ceiling)")
-    conf = sorted({r["confidence"] for r in rows})
-    ax.set_title(f"{title} (confidence {', '.join(f'{100 * c:.4g} %' for c in conf)})", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    return _png(fig)
 
 
 def curve_value(utility: dict) -> str:
     """The key of a utility curve's values: a covariance server's error, else clustering accuracy."""
     return "covariance_error" if "covariance_error" in utility else "accuracy"
 
-
-def timeline_figure(world: dict, utility: dict) -> bytes | None:
-    """Users present over time, the releases, and the utility of each release (None without a timeline: a panel)."""
-    timeline = world.get("timeline")
-    if not timeline:
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8.0, 3.6))
-    ax.plot(timeline["time"], timeline["users_present"], "-", color="C0", label="users present")
-    ax.set_xlabel("time")
-    ax.set_ylabel("users present", color="C0")
-    releases = world.get("release_times") or [p["time"] for p in utility["curve"]]
-    for i, at in enumerate(releases):
-        ax.axvline(at, color="0.75", lw=0.8, zorder=0, label="release" if i == 0 else None)
-    key = curve_value(utility)
-    curve = [p for p in utility["curve"] if p.get(key) is not None]
-    lines, labels = ax.get_legend_handles_labels()
-    if curve:
-        right = ax.twinx()
-        label = "relative covariance error" if key == "covariance_error" else utility["metric"]
-        right.plot([p["time"] for p in curve], [p[key] for p in curve], "s-", color="C2", label=label)
-        if key == "accuracy":
-            right.set_ylim(0, 1.02)
-        else:
-            right.set_ylim(bottom=0)
-        right.set_ylabel(one_line(label, 45), color="C2")
-        more = right.get_legend_handles_labels()
-        lines, labels = lines + more[0], labels + more[1]
-    ax.legend(lines, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
-    ax.set_title("The world over time", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _png(fig)
 
 
 def frontier_figure(rows: list[dict]) -> bytes | None:
