@@ -141,7 +141,23 @@ class OutputAttack(Attack):
         return self.score_outputs(self._table(view))
 
 
-def _unique_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, axis=0, return_inverse=True)``, the same rows in the same (lexicographic) order.
+
+    Integer-valued rows whose column ranges fit one int64 are read as one mixed-radix number each (the first
+    column most significant, so the order is lexicographic) and sorted as a 1-D array: for 10⁶ runs of ten
+    columns that is ~20x faster than NumPy's row-wise sort.
+    """
+    values = np.asarray(values)
+    if values.ndim == 2 and values.size and np.issubdtype(values.dtype, np.number):
+        low, high = values.min(axis=0), values.max(axis=0)
+        span = (high - low).astype(float) + 1.0
+        if (np.all(np.isfinite(span)) and float(np.prod(span)) < 2.0 ** 62
+                and np.array_equal(values, np.round(values))):
+            strides = np.append(np.cumprod(span[:0:-1].astype(np.int64))[::-1], 1)
+            keys = (values - low).astype(np.int64) @ strides
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            return values[first], inverse.ravel()
     rows, inverse = np.unique(values, axis=0, return_inverse=True)
     return rows, inverse.ravel()
 
@@ -167,7 +183,7 @@ class HistogramAttack(OutputAttack, kind="histogram"):
                              f"boolean columns); columns {np.flatnonzero(~table0.discrete).tolist()} are "
                              "continuous: use attack='logistic' or 'boosted'")
         n0, n1 = len(table0), len(table1)
-        cats, inverse = _unique_rows(np.vstack([table0.values, table1.values]))
+        cats, inverse = unique_rows(np.vstack([table0.values, table1.values]))
         if cats.shape[0] > self.max_categories:
             raise ValueError(f"the histogram attack saw {cats.shape[0]} distinct outputs in its fitting runs "
                              f"(max_categories = {self.max_categories}); it is for small discrete outputs: "
@@ -182,7 +198,7 @@ class HistogramAttack(OutputAttack, kind="histogram"):
 
     def score_outputs(self, table):
         cats = self._cats
-        merged, inverse = _unique_rows(np.vstack([cats, table.values]))
+        merged, inverse = unique_rows(np.vstack([cats, table.values]))
         lookup = np.full(merged.shape[0], self._unseen)
         lookup[inverse[:cats.shape[0]]] = self._log_ratio
         return lookup[inverse[cats.shape[0]:]]

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack
+from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
 from attacks.sparse import SparseBoostedAttack
 
 from .stats.thresholds import select_threshold
@@ -97,7 +97,7 @@ def _auto_candidates(table0, table1) -> list[OutputAttack]:
     """
     if table0.discrete.all():
         histogram = HistogramAttack()
-        distinct = np.unique(np.vstack([table0.values, table1.values]), axis=0).shape[0]
+        distinct = unique_rows(np.vstack([table0.values, table1.values]))[0].shape[0]
         if distinct <= histogram.max_categories:
             return [histogram]
     return [LEARNED["logistic"](), LEARNED["sparse_boosted"]()]
