@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from typing import Annotated, Literal, Union
 
 import pytest
@@ -18,6 +19,7 @@ from pydantic import (
 
 from audits.io.validation_errors import format_validation_error, line_for, load_and_validate
 from audits.io.yamlio import ScenarioError, load_yaml
+from audits.io.yamllimits import MAX_FLOW_DEPTH
 
 
 # --------------------------------------------------------------------------
@@ -536,6 +538,26 @@ def test_merge_key_alias_bomb_is_refused_quickly(tmp_path):
 def test_small_aliases_still_load(tmp_path):
     data, _ = load_yaml(write(tmp_path, "a: &a [1, 2]\nb: *a\nbase: &b {x: 1}\nc: {<<: *b, y: 2}\n"))
     assert data == {"a": [1, 2], "b": [1, 2], "base": {"x": 1}, "c": {"x": 1, "y": 2}}
+
+
+def test_flow_nesting_is_refused_at_its_limit_before_pyyaml_parses(tmp_path):
+    # PyYAML's scanner is quadratic in flow nesting: a 5,000-deep list took 0.8 s to reach its RecursionError
+    deepest = MAX_FLOW_DEPTH
+    data, _ = load_yaml(write(tmp_path, "a: 1\nx: " + "[" * deepest + "1" + "]" * deepest + "\n"))
+    inner = data["x"]
+    for _ in range(deepest - 1):
+        (inner,) = inner
+    assert inner == [1]
+    text = "a: 1\nb: '" + "[" * 500 + "'\nx:\n  - " + "{k: [" * 60 + "1" + "]}" * 60 + "\n"
+    path = write(tmp_path, text)  # 120 levels on line 4; the quoted brackets on line 2 nest nothing
+    with pytest.raises(ScenarioError) as info:
+        load_yaml(path)
+    assert info.value.messages == [f"{path}:4: YAML error: nested too deeply (more than {deepest} levels of [ ] or {{ }})"]
+    unclosed = write(tmp_path, "a: 1\nx: " + "[" * 5000 + "1\n")
+    started = time.process_time()
+    with pytest.raises(ScenarioError, match="nested too deeply"):
+        load_yaml(unclosed)
+    assert time.process_time() - started < 0.2  # refused from libyaml's linear pass, not PyYAML's 0.8 s
 
 
 class Ranged(BaseModel):

@@ -15,7 +15,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ValidationError
 
-from .yamlio import ScenarioError, _dotted, load_yaml
+from .yamlio import ScenarioError, load_yaml
+from .yamllimits import dotted
 
 
 def _step(line_map: dict, cur: tuple, part: Any) -> tuple | None:
@@ -288,7 +289,7 @@ def format_validation_error(
             except Exception:  # best effort only
                 allowed = None
         line = line_for(line_map, loc)
-        rows.add((line, _dotted(loc), _message(err, allowed)))
+        rows.add((line, dotted(loc), _message(err, allowed)))
     return [f"{path}:{line}: {dotted}: {msg}" for line, dotted, msg in sorted(rows)]
 
 

@@ -9,6 +9,7 @@ Public API
 ----------
 ``ScenarioError``            exception carrying ``messages: list[str]``
 ``load_yaml(path)``          -> ``(data, line_map)``
+Size and nesting limits live in :mod:`audits.io.yamllimits`.
 Validation errors become lines in :mod:`audits.io.validation_errors`.
 """
 
@@ -18,12 +19,14 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from mechanisms.errors import BadInput
+
+from .yamllimits import MAX_EXPANDED_VALUES, dotted, flow_nesting_refusal, too_large, written_values_refusal
 
 __all__ = [
     "ScenarioError",
@@ -32,16 +35,12 @@ __all__ = [
 ]
 
 
-_ROOT_LABEL = "<root>"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 # Upper bound on recorded locations: protects the walk against alias bombs
 # ("billion laughs"); beyond it the map is just less precise.
 _MAX_LOCATIONS = 200_000
-# Upper bound on the values a document holds once every alias is expanded:
-# a scenario has a few hundred; an alias bomb has billions.
-MAX_EXPANDED_VALUES = 100_000
 
 
 def one_line(text: str) -> str:
@@ -120,71 +119,6 @@ _ScenarioLoader.yaml_implicit_resolvers = {
     ]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-
-
-def _too_large(root: Node, sizes: dict[int, int], path: str) -> str:
-    """The refusal of a document over ``MAX_EXPANDED_VALUES``: what aliases expand to, or where the values are."""
-    size = sizes[id(root)]
-    if size > len(sizes):  # a node counted more than once: an alias repeats it
-        return (f"{path}:{root.start_mark.line + 1}: aliases expand the document to {size:.3g} values (more than "
-                f"{MAX_EXPANDED_VALUES}); write the values out")
-    node, loc = root, []
-    while True:  # down to the part that holds most of the values
-        pairs = (node.value if isinstance(node, MappingNode) else
-                 [(i, child) for i, child in enumerate(node.value)] if isinstance(node, SequenceNode) else [])
-        key, child = max(pairs, key=lambda p: sizes[id(p[1])], default=(None, None))
-        if child is None or sizes[id(child)] <= sizes[id(node)] // 2:
-            break
-        loc.append(key if isinstance(key, int) else key.value if isinstance(key, ScalarNode) else "?")
-        node = child
-    return _holds_too_many(path, node.start_mark.line + 1, loc, sizes[id(node)])
-
-
-def _holds_too_many(path: str, line: int, loc: list, count: int) -> str:
-    return (f"{path}:{line}: {_dotted(loc)}: holds {count:,} values (a whole scenario may hold "
-            f"{MAX_EXPANDED_VALUES:,}; shipped ones hold a few hundred)")
-
-
-def _check_written_values(text: str, path: str) -> None:
-    """Refuse a long text holding more than ``MAX_EXPANDED_VALUES`` values written out, counted from
-    libyaml's parse events (seconds faster than composing them); aliases count once here."""
-    if len(text) < 100_000:
-        return
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    stack: list[list] = [[[], 0, 1, False, None]]  # [loc, values, line, is mapping, pending key]
-    big: list[tuple[list, int, int]] = []
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            frame = stack[-1]
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                key = (frame[4] if frame[3] else frame[4] or 0) if len(stack) > 1 else None
-                loc = frame[0] + ([] if key is None else [key])
-                stack.append([loc, 1, event.start_mark.line + 1, isinstance(event, yaml.MappingStartEvent), None])
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                loc, count, line = stack.pop()[:3]
-                if count > MAX_EXPANDED_VALUES // 2:
-                    big.append((loc, count, line))
-                _count_value(stack[-1], count, None)
-            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-                _count_value(frame, 1, getattr(event, "value", None))
-    except yaml.YAMLError:
-        return  # the loader reports it, with its line
-    if big and big[-1][1] > MAX_EXPANDED_VALUES:
-        total = big[-1][1]
-        loc, count, line = max((b for b in big if b[1] > total // 2), key=lambda b: len(b[0]))
-        raise ScenarioError(_holds_too_many(path, line, loc, count))
-
-
-def _count_value(frame: list, count: int, scalar) -> None:
-    """A finished value of ``count`` values inside ``frame``: mapping keys alternate with their values;
-    a sequence's pending key is the next item's index."""
-    if not frame[3]:
-        frame[4] = (frame[4] or 0) + 1
-    elif frame[4] is None:
-        frame[4] = scalar if scalar is not None else "?"
-    else:
-        frame[4] = None
-    frame[1] += count
 
 
 def _expanded_sizes(root: Node, path: str) -> dict[int, int]:
@@ -270,16 +204,6 @@ def _read_text(path: str) -> str:
         raise ScenarioError(f"{path}:{line}: file is not valid UTF-8 text") from None
 
 
-def _dotted(loc: Iterable[Any]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or _ROOT_LABEL
-
-
 class _Walker:
     """Walk a composed node tree: record line numbers, find duplicate keys."""
 
@@ -340,7 +264,7 @@ class _Walker:
             if is_dup:
                 if check_dups:
                     self.errors.append(
-                        f"{self.path}:{line}: {_dotted(sub)}: duplicate key {key!r}"
+                        f"{self.path}:{line}: {dotted(sub)}: duplicate key {key!r}"
                     )
                 continue
             seen.add(key)
@@ -393,7 +317,9 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
     """
     path = os.fspath(path)
     text = _read_text(path)
-    _check_written_values(text, path)
+    refusal = flow_nesting_refusal(text, path) or written_values_refusal(text, path)
+    if refusal:
+        raise ScenarioError(refusal)
 
     loader = None
     try:
@@ -404,7 +330,7 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
                 raise ScenarioError(f"{path}:1: the file is empty (expected a mapping of keys)")
             sizes = _expanded_sizes(node, path)
             if sizes[id(node)] > MAX_EXPANDED_VALUES:
-                raise ScenarioError(_too_large(node, sizes, path))
+                raise ScenarioError(too_large(node, sizes, path))
             walker = _Walker(loader, path)
             walker.walk(node, ())
             if walker.errors:
