@@ -38,9 +38,16 @@ SMALL = {"population.n_users": 40, "population.n_items": 40, "population.ratings
          "audit.trials": 300, "audit.block_size": 300}
 
 
+@pytest.fixture(scope="module")
+def releases_run(tmp_path_factory):
+    """The small scenario audited on its releases: shared by the consistency and the utility tests."""
+    return run(tmp_path_factory.mktemp("releases"), "mcsherry-mironov", **SMALL, **{"audit.view": "releases"})
+
+
 @pytest.mark.parametrize("view", ["releases", pytest.param("others", marks=pytest.mark.slow)])
-def test_mcsherry_mironov_is_consistent_on_its_release_and_on_other_users_outputs(tmp_path, view):
-    result = run(tmp_path, "mcsherry-mironov", **SMALL, **{"audit.view": view})
+def test_mcsherry_mironov_is_consistent_on_its_release_and_on_other_users_outputs(tmp_path, view, request):
+    result = (request.getfixturevalue("releases_run") if view == "releases" else
+              run(tmp_path, "mcsherry-mironov", **SMALL, **{"audit.view": view}))
     assert result.verdict == "consistent", [t.estimate.epsilon_lb for t in result.tests]
     assert result.claim.unit == "rating" and result.claim.model == "central"
 
@@ -58,9 +65,8 @@ def test_the_per_user_claim_twin_is_violated(tmp_path):
     assert result.verdict == "violated", [t.estimate.epsilon_lb for t in result.tests]
 
 
-def test_the_scenario_reports_held_out_rmse_of_users_predictions(tmp_path):
-    result = run(tmp_path, "mcsherry-mironov", **(SMALL | {"audit.trials": 100, "audit.block_size": 100}))
-    utility = result.utility
+def test_the_scenario_reports_held_out_rmse_of_users_predictions(releases_run):
+    utility = releases_run.utility
     assert utility["metric"] == "held-out RMSE" and utility["held_out"] > 0
     assert np.isfinite(utility["rmse"]) and utility["rmse"] > 0
 
