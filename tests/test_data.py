@@ -204,7 +204,7 @@ def test_a_small_xin_jaakkola_study_runs_on_movielens_alone(movielens, tmp_path)
 
     path = tmp_path / "xj.yaml"
     path.write_text("name: xj\nseed: 0\nstudy: {kind: xin_jaakkola, dataset: movielens-100k, private: 100, "
-                    "items: 30, replicates: 1, trials: 50}\n")
+                    "items: 100, replicates: 1, trials: 50}\n")
     assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 0
     worlds = json.loads((tmp_path / "out" / "xj_study.json").read_text())["worlds"]
     assert len(worlds) == 1 and "u.data" in worlds[0]["name"]  # the file alone, no synthetic world
