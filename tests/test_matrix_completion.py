@@ -160,13 +160,16 @@ def test_the_targets_own_row_leaks_negative_control():
     assert verdict == "violated", bounds
 
 
-@pytest.mark.parametrize("twin", [
-    PrivateFrankWolfeNoNoise(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3),
-    PrivateFrankWolfeNoProjection(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3),
-    PrivateFrankWolfeLeakyOutputs(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3),
+# Trials per twin: at 100 runs per world the bound's ceiling is ε 2.06; there the no-noise and no-projection
+# twins' subspace attack reached 1.97-2.06 against the claim's 1.0 on this seed and 10 others (20-29), so
+# 100 keep the margin; the leaky twin's measured 1.8 at 300 runs needs them (0.48 at 100).
+@pytest.mark.parametrize("twin, trials", [
+    (PrivateFrankWolfeNoNoise(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3), 100),
+    (PrivateFrankWolfeNoProjection(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3), 100),
+    (PrivateFrankWolfeLeakyOutputs(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, nuclear_scale=0.3), TRIALS),
 ])
-def test_broken_twins_are_flagged_on_the_others_view(twin):
-    verdict, bounds = audit(twin, "others", (SubspaceAlignmentAttack(), UnpublishedDirectionAttack()))
+def test_broken_twins_are_flagged_on_the_others_view(twin, trials):
+    verdict, bounds = audit(twin, "others", (SubspaceAlignmentAttack(), UnpublishedDirectionAttack()), trials)
     assert verdict == "violated", bounds
 
 
