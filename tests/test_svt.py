@@ -60,8 +60,18 @@ SEEDS = 20
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BROKEN)
 def test_auto_catches_every_broken_variant_on_19_of_20_seeds(name):
-    """10⁶ runs per world, seeds 0–19: at least 19 audits show the violation."""
-    caught = sum(run_audit(SVT[name], trials=10**6, alpha=0.05, seed=s).violated for s in range(SEEDS))
+    """10⁶ runs per world, seeds 0–19: at least 19 audits show the violation (issue 24's target).
+
+    False-failure probability (a fresh set of 20 seeds failing), from the measured bounds of seeds 0–19
+    (docs/guide/estimators.md): the discrete variants' ε_LB sit far above ε = 1 on every seed (Lee–Clifton
+    1.60–1.72, Chen 2.97–3.32, Stoddard 10.18–10.19), so for them it is negligible. Roth's numeric ``alg3``
+    is caught on 19 of 20 (seed 10 gives 0.979); its ε_LB have mean 1.28 and sd 0.17, so a seed misses with
+    probability ≈ 0.05 and 20 fresh seeds miss twice or more with probability ≈ 0.26 — the attack's power on
+    ``alg3`` is the gap (the fixed seeds 0–19 pass with no miss to spare).
+    """
+    runs = [run_audit(SVT[name], trials=10**6, alpha=0.05, seed=s) for s in range(SEEDS)]
+    caught = sum(run.violated for run in runs)
+    print(name, "caught", caught, "of", SEEDS, [(run.attack, round(run.bound.epsilon_lb, 3)) for run in runs])
     assert caught >= SEEDS - 1
 
 
@@ -69,5 +79,7 @@ def test_auto_catches_every_broken_variant_on_19_of_20_seeds(name):
 @pytest.mark.parametrize("name", CORRECT)
 def test_auto_flags_a_correct_variant_no_more_than_alpha(name):
     """10⁶ runs per world, seeds 0–19: more than ``binom.isf(1e-3, 20, 0.05)`` false flags has probability ≤ 1e-3."""
-    flagged = sum(run_audit(SVT[name], trials=10**6, alpha=0.05, seed=s).violated for s in range(SEEDS))
+    runs = [run_audit(SVT[name], trials=10**6, alpha=0.05, seed=s) for s in range(SEEDS)]
+    flagged = sum(run.violated for run in runs)
+    print(name, "flagged", flagged, "of", SEEDS, [round(run.bound.epsilon_lb, 3) for run in runs])
     assert flagged <= stats.binom.isf(1e-3, SEEDS, 0.05)
