@@ -5,9 +5,9 @@ Each scenario runs alone, as ``nice -n 10 /usr/bin/time -v recaudit run|grid|swe
 (the command its kind needs, in a fresh process); the table gives the estimated and measured CPU seconds
 (user + system: the machine may be shared, and the estimate is for 2 cores) and the estimated and measured
 peak memory (the largest resident set, interpreter included), with their ratios. ``--measured FILE`` keeps
-each measurement in a JSON file and reuses it, so the estimate can be re-tabled without re-running;
-``--cpu S`` skips a scenario that needs more than S CPU seconds (default 600); scenarios run quickest
-estimate first.
+each measurement in a JSON file and reuses it, so the estimate can be re-tabled without re-running
+(``--table``: table the file, run nothing); ``--cpu S`` skips a scenario needing over S CPU seconds
+(default 600). Scenarios run quickest estimate first.
 """
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("scenarios", nargs="*", type=Path)
     parser.add_argument("--measured", type=Path, help="a JSON file of measurements, reused and added to")
     parser.add_argument("--cpu", type=float, default=600.0)
+    parser.add_argument("--table", action="store_true", help="table the --measured file only, running nothing")
     args = parser.parse_args(argv)
     paths = args.scenarios or sorted((ROOT / "scenarios").glob("*.yaml"))
     measured = json.loads(args.measured.read_text()) if args.measured and args.measured.exists() else {}
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     for (command, seconds, memory), path in sorted(zip(map(estimate, paths), paths),
                                                    key=lambda e: (e[0][0] == "sweep", e[0][1])):
         key = str(path.resolve())
+        if key not in measured and args.table:
+            print(f"| {path.stem} | {command} | {seconds:.3g} | not measured | | {memory / 2**20:.3g} | | |")
+            continue
         if key not in measured:
             measured[key] = measure(command, path, args.cpu)
             if args.measured:
