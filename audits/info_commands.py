@@ -63,7 +63,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     if source is None:
         print(f"{args.name}: no shipped scenario of that name (`recaudit scenarios` lists them)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    out = args.out or Path(f"{args.name.removesuffix('.yaml')}.yaml")
+    out = args.out or Path(f"{Path(args.name).name.removesuffix('.yaml')}.yaml")
     if out.exists():
         print(f"{out}: exists; not overwritten (give --out)", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -16,11 +16,15 @@ from tests.conftest import SCENARIOS
 
 
 def test_every_scenario_of_the_checkout_is_shipped():
-    assert set(shipped_scenarios()) == {p.stem for p in SCENARIOS.glob("*.yaml")}
+    assert set(shipped_scenarios()) == {p.relative_to(SCENARIOS).with_suffix("").as_posix()
+                                        for p in SCENARIOS.rglob("*.yaml")}
+    assert "studies/sp2-table2-movielens-100k" in shipped_scenarios()
 
 
 def test_a_name_resolves_to_the_shipped_file_and_a_path_stays_a_path(tmp_path):
     assert resolve("quickstart") == resolve("quickstart.yaml") == shipped_scenarios()["quickstart"]
+    study = "studies/mcsherry-mironov-per-user"
+    assert resolve(study) == resolve(f"{study}.yaml") == shipped_scenarios()[study]
     own = tmp_path / "quickstart.yaml"
     assert resolve(own) == own  # a path (even a missing one) is never replaced by a shipped file
     with pytest.raises(ScenarioError, match="no shipped scenario of that name"):
@@ -53,6 +57,8 @@ def test_init_copies_a_scenario_out_with_its_schema(tmp_path, capsys):
 def test_every_shipped_scenario_matches_the_json_schema():
     validator = jsonschema.Draft202012Validator(scenario_schema())
     for name, path in shipped_scenarios().items():
+        if name.startswith("studies/"):  # study scenarios: a study block, checked by its kind's dataclass
+            continue
         errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
         assert errors == [], name
     assert list(validator.iter_errors({"name": "x", "seed": 1, "population": {"kind": "sbm"},

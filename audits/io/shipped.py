@@ -16,9 +16,12 @@ def shipped_folder() -> Path:
 
 
 def shipped_scenarios() -> dict[str, Path]:
-    """Every shipped scenario, by name (its file name without ``.yaml``), sorted."""
+    """Every shipped scenario, by name (its path under the folder without ``.yaml``: ``quickstart``,
+    ``studies/sp2-table2-movielens-100k``), sorted."""
     folder = shipped_folder()
-    return {p.name.removesuffix(SUFFIX): p for p in sorted(folder.glob(f"*{SUFFIX}"))} if folder.is_dir() else {}
+    if not folder.is_dir():
+        return {}
+    return {p.relative_to(folder).as_posix().removesuffix(SUFFIX): p for p in sorted(folder.rglob(f"*{SUFFIX}"))}
 
 
 def resolve(argument: str | Path) -> Path:
@@ -27,9 +30,9 @@ def resolve(argument: str | Path) -> Path:
     path = Path(argument)
     if path.exists():
         return path
-    name = path.name.removesuffix(SUFFIX)
+    name = path.as_posix().removesuffix(SUFFIX)
     shipped = shipped_scenarios()
-    if path.parent == Path(".") and name in shipped:
+    if name in shipped:
         return shipped[name]
     if path.parent == Path(".") and path.suffix == "":
         raise ScenarioError(f"{argument}: no such file and no shipped scenario of that name "
