@@ -19,7 +19,8 @@ counts so a refusal says which setting to lower:
   costing ``RUN_SECONDS`` plus ``ROUND_SECONDS`` per round (the clock and the
   engine's fixed work) plus its rating-table cells (users x items x rounds
   per user) at ``CELLS_PER_SECOND``; ``batched_runs`` costs two runs' arithmetic
-  per trial (numpy batches them: no per-run overhead), the other designs one
+  per trial (numpy batches them: no per-run Python overhead, but each run's small arrays still cost
+  ``BATCHED_ROUND_SECONDS`` a round), the other designs one
   target row; plus each attack's scoring and ``BLOCK_SECONDS`` per trial
   block (each a task and a file); ``./dev bench estimate`` measures the ratio
   of estimated to measured time (docs/guide/limits.md);
@@ -60,6 +61,9 @@ GIB = 2 ** 30
 CELLS_PER_SECOND = 2e7
 RUN_SECONDS = 0.05
 ROUND_SECONDS = 0.002
+#: a batched run's floor per round: numpy's per-matrix work on small batched arrays (eigh, products, noise);
+#: measured 4-6 µs on 2 cores for 2 items, by ./dev bench estimate
+BATCHED_ROUND_SECONDS = 6e-6
 BLOCK_SECONDS = 0.01  # a block's task, streams and progress file (measured ~5 ms on 2 cores)
 PROCESS_BYTES = 150 * 2 ** 20  # a process: the interpreter, numpy, scipy (measured ~120 MB)
 OPERATIONS_PER_SECOND = 1e9  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
@@ -242,7 +246,8 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     if audit.design_name == "full_runs":
         return world, 2 * world + scoring
     if audit.design_name == "batched_runs":  # whole runs batched with numpy: each costs its arithmetic only
-        return world, 2 * (world - RUN_SECONDS - ROUND_SECONDS * cost["rounds"]) + scoring
+        arithmetic = world - RUN_SECONDS - ROUND_SECONDS * cost["rounds"]
+        return world, 2 * (arithmetic + BATCHED_ROUND_SECONDS * cost["rounds"]) + scoring
     return world, 2 * n_items / CELLS_PER_SECOND + scoring
 
 
