@@ -82,7 +82,7 @@ def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]
         raise ValueError(f"{what}: {name} is {describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)}; "
                          f"need one output per run on axis 0: an array of shape ({n},) (scalars) or ({n}, d) "
                          f"(vectors, indices), numeric or boolean, or a tuple/dict of such arrays (mixed outputs)")
-    table = a.reshape(n, -1).astype(float)
+    table = a.reshape(n, -1).astype(float, copy=False)
     if np.isnan(table).any():
         raise ValueError(f"{what}: {name} contains NaN")
     return table, np.full(table.shape[1], a.dtype.kind in "biu")
@@ -110,7 +110,8 @@ def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
                              f"an array of shape ({n},) (scalars) or ({n}, d) (vectors, indices), or a tuple/dict "
                              f"of such arrays (mixed outputs)") from None
         raise e from None
-    return OutputTable(np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    values = parts[0][0] if len(parts) == 1 else np.hstack([p[0] for p in parts])
+    return OutputTable(values, np.concatenate([p[1] for p in parts]))
 
 
 class OutputAttack(Attack):
@@ -244,11 +245,13 @@ class LogisticAttack(OutputAttack, kind="logistic"):
 
         x, y = _fit_rows(table0, table1, self.max_fit)
         self._features = _FeatureMap(x, table0.discrete)
-        self._model = LogisticRegression(C=self.C, max_iter=1000).fit(self._features(x), y)
+        with _one_thread():
+            self._model = LogisticRegression(C=self.C, max_iter=1000).fit(self._features(x), y)
         return self
 
     def score_outputs(self, table):
-        return self._model.decision_function(self._features(table.values))
+        with _one_thread():
+            return self._model.decision_function(self._features(table.values))
 
 
 @dataclass
@@ -274,6 +277,8 @@ class BoostedAttack(OutputAttack, kind="boosted"):
 
         fit = min(len(table0), len(table1)) if self.max_fit is None else self.max_fit
         fit = min(fit, len(table0) // 2, len(table1) // 2) if min(len(table0), len(table1)) > 1 else fit
+        # only the first fit + held_out runs per world are read: the trees' features are made for those alone
+        table0, table1 = (self._tree_table(t.take(slice(0, fit + self.held_out))) for t in (table0, table1))
         x, y = _fit_rows(table0, table1, fit)
         check = [t.take(slice(fit, fit + self.held_out)) for t in (table0, table1)]
         sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -283,20 +288,24 @@ class BoostedAttack(OutputAttack, kind="boosted"):
             boosted = HistGradientBoostingClassifier(
                 max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
                 early_stopping=True, random_state=random_state).fit(self._features(x), y)
-        self._model, self._additive = boosted, None
-        columns = self._additive_columns(table0)
-        if columns and min(len(c) for c in check) > 0:
-            few = np.flatnonzero((np.arange(len(y)) - np.where(y == 1, fit, 0)) < self.additive_fit)
-            additive = _Additive(x[few, :columns], y[few])
-            held = np.vstack([c.values for c in check])
-            truth = np.repeat([0, 1], [len(c) for c in check])
-            worse = _log_losses(additive.decision(held[:, :columns]), truth) - _log_losses(
-                boosted.decision_function(self._features(held)), truth)
-            # the additive model scores a million runs in a fraction of the trees' time: it is kept unless the
-            # trees are better by more than two standard errors of the paired difference (one-SE-rule spirit)
-            if worse.mean() <= 2.0 * worse.std() / math.sqrt(worse.size):
-                self._additive = additive
+            self._model, self._additive = boosted, None
+            columns = self._additive_columns(table0)
+            if columns and min(len(c) for c in check) > 0:
+                few = np.flatnonzero((np.arange(len(y)) - np.where(y == 1, fit, 0)) < self.additive_fit)
+                additive = _Additive(x[few, :columns], y[few])
+                held = np.vstack([c.values for c in check])
+                truth = np.repeat([0, 1], [len(c) for c in check])
+                worse = _log_losses(additive.decision(held[:, :columns]), truth) - _log_losses(
+                    boosted.decision_function(self._features(held)), truth)
+                # the additive model scores a million runs in a fraction of the trees' time: it is kept unless
+                # the trees are better by more than two standard errors of the paired difference (one-SE rule)
+                if worse.mean() <= 2.0 * worse.std() / math.sqrt(worse.size):
+                    self._additive = additive
         return self
+
+    def _tree_table(self, table: OutputTable) -> OutputTable:
+        """What the trees read of the output (the output itself; ``sparse_boosted`` adds features)."""
+        return table
 
     def _additive_columns(self, table) -> int:
         """How many leading columns the additive model reads (0: none; it is for continuous outputs only)."""
@@ -310,11 +319,12 @@ class BoostedAttack(OutputAttack, kind="boosted"):
 
 
 def _one_thread():
-    """OpenMP limited to one thread: on a shared machine scikit-learn's threads spin more than they work
-    (measured: the boosted fit took 28 s of CPU with two threads on a busy 2-core machine, 0.8 s with one)."""
+    """OpenMP and BLAS limited to one thread: on a shared machine their threads spin more than they work
+    (measured: the boosted fit took 28 s of CPU with two threads on a busy 2-core machine, 0.8 s with one; the
+    logistic fits' BLAS products 1.2 s of a 10⁶-run audit's 3.4 s)."""
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(1, user_api="openmp")
+    return threadpool_limits(1)
 
 
 def _log_losses(log_odds: np.ndarray, truth: np.ndarray) -> np.ndarray:

@@ -62,7 +62,10 @@ class SparseBoostedAttack(BoostedAttack, kind="sparse_boosted"):
     def fit_outputs(self, table0, table1, seed=0):
         self._rare = RareFeatures(OutputTable(np.vstack([table0.values, table1.values]), table0.discrete))
         self._output_columns = table0.discrete.size
-        return super().fit_outputs(self._rare(table0), self._rare(table1), seed)
+        return super().fit_outputs(table0, table1, seed)
+
+    def _tree_table(self, table: OutputTable) -> OutputTable:
+        return self._rare(table)
 
     def _additive_columns(self, table) -> int:
         # the additive model reads the output's own columns when they are all continuous (rare features aside)
