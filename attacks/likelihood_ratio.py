@@ -13,6 +13,23 @@ from .base import Attack
 
 #: the score of a query impossible in one world (an infinite log-likelihood ratio, kept finite)
 QUERY_CAP = 1e3
+#: messages of at most this many bits under one fixed query are scored from a table of every possible message
+TABLE_BITS = 8
+
+
+def _looked_up(mechanism, messages: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """The scores of boolean ``messages`` (runs, bits) looked up in the score of each of the 2^bits messages.
+
+    Each message is scored alone, so the table holds the very numbers the per-run formula gives (tested), at
+    one byte of work per run instead of two likelihoods in float64.
+    """
+    bits = messages.shape[1]
+    every = np.unpackbits(np.arange(2 ** bits, dtype=np.uint8)[:, None], axis=1, bitorder="little")[:, :bits]
+    every = every.astype(bool)
+    table = (mechanism.message_log_likelihood(every, np.broadcast_to(s1, every.shape))
+             - mechanism.message_log_likelihood(every, np.broadcast_to(s0, every.shape)))
+    codes = messages[:, 0].view(np.uint8) if bits == 1 else np.packbits(messages, axis=1, bitorder="little")[:, 0]
+    return table[codes]
 
 
 @dataclass
@@ -39,6 +56,9 @@ class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
         messages = view.messages
         if pair.sketches is not None and all(q.shape[0] == 1 for q in view.queries):
             s0, s1 = pair.sketches  # local replay: one fixed query for every run
+            if (messages.dtype == bool and messages.ndim == 2 and messages.shape[1] <= TABLE_BITS
+                    and not getattr(mechanism, "queries_read_rated", False)):
+                return _looked_up(mechanism, messages, s0, s1)
         else:
             runs = np.arange(len(messages)) if len(pair) == len(messages) else np.zeros(len(messages), np.int64)
             s0 = sketches_under(mechanism, pair.rows0.take(runs), view.queries)

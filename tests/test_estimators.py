@@ -197,6 +197,44 @@ def test_select_threshold_maximises_criterion(s0, s1, delta, alpha, simultaneous
     assert got == pytest.approx(best, abs=1e-12)
 
 
+def _sorting_select(s0, s1, **kw):
+    """select_threshold with every score array sorted (the tally path switched off)."""
+    import audits.stats.thresholds as thresholds
+
+    tallying = thresholds.sorted_scores
+    thresholds.sorted_scores = np.sort
+    try:
+        return select_threshold(s0, s1, **kw)
+    finally:
+        thresholds.sorted_scores = tallying
+
+
+def test_tallied_scores_choose_the_cut_sorting_chooses():
+    # scores of a few distinct values are counted per value instead of sorted: the same cut, direction and
+    # criterion, bit for bit, at sizes where only a strided sample of the scores finds the values
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        values = rng.normal(size=rng.integers(1, 10)) * rng.choice([1e-3, 1.0, 100.0])
+        s0, s1 = (rng.choice(values, rng.integers(1, 20_000), p=rng.dirichlet(np.ones(values.size)))
+                  for _ in range(2))
+        for kw in ({}, {"alpha": 0.05}, {"alpha": 1e-3, "candidates": "rare-event", "with_value": True}):
+            assert np.array(select_threshold(s0, s1, **kw)).tobytes() == np.array(_sorting_select(s0, s1, **kw)).tobytes()
+
+
+def test_tally_counts_every_score_or_declines():
+    from audits.stats.rates import tally
+
+    s = np.full(100_000, 2.0)
+    s[12_345] = 5.0  # not in the strided sample: the counts fall one short, so the scores are sorted instead
+    assert tally(s) is None
+    s[::2] = -1.0
+    counted = tally(np.where(np.arange(s.size) == 12_345, 2.0, s))
+    assert counted.values.tolist() == [-1.0, 2.0] and counted.size == s.size
+    assert counted.searchsorted([-1.0, 0.0, 2.0, 3.0]).tolist() == [0, 50_000, 50_000, 100_000]
+    assert counted.searchsorted([-1.0, 2.0], side="right").tolist() == [50_000, 100_000]
+    assert tally(np.zeros(5000)) is None  # zero is left to sorting (-0.0 and 0.0)
+
+
 # --------------------------------------------------------------------------
 # split_epsilon_bound
 

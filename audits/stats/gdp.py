@@ -7,7 +7,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import log_ndtr
 
-from .rates import BoundResult, _as_scores, _check_alpha, _check_delta, _scalar_or_array, _wilson_upper, cp_upper
+from .rates import (BoundResult, _as_scores, _check_alpha, _check_delta, _scalar_or_array, _wilson_upper, cp_upper,
+                    sorted_scores)
 from .thresholds import _best_cut, _split_sample, threshold_counts
 
 
@@ -127,8 +128,8 @@ def select_gdp_threshold(scores0, scores1, alpha: float, *, simultaneous: bool =
     in :func:`select_threshold`.
     """
     _check_alpha(alpha)
-    s0 = np.sort(_as_scores(scores0, "scores0"))
-    s1 = np.sort(_as_scores(scores1, "scores1"))
+    s0 = sorted_scores(_as_scores(scores0, "scores0"))
+    s1 = sorted_scores(_as_scores(scores1, "scores1"))
     n0, n1 = s0.size, s1.size
 
     def crit(fp, fn, n_tests):

@@ -53,22 +53,60 @@ def _as_scores(x, name: str) -> np.ndarray:
     a = np.asarray(x, dtype=float).ravel()
     if a.size == 0:
         raise ValueError(f"{name} is empty")
-    if np.isnan(a).any():
+    if np.isnan(a.min()):  # the minimum is NaN iff some score is (a reduction: no mask of the scores is made)
         raise ValueError(f"{name} contains NaN")
     return a
 
 
+class Tally:
+    """Scores that take a few distinct values, as those values (ascending) and how often each occurs: what
+    :func:`_counts_sorted` reads of sorted scores (``size``, ``searchsorted``), without sorting them."""
+
+    def __init__(self, values: np.ndarray, counts: np.ndarray):
+        self.values = values
+        self.below = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])  # runs below each value
+        self.size = int(self.below[-1])
+
+    def searchsorted(self, t, side: str = "left") -> np.ndarray:
+        """How many scores are ``< t`` (``side="left"``) or ``<= t`` (``"right"``): ``np.searchsorted`` of the
+        sorted scores."""
+        return self.below[np.searchsorted(self.values, t, side=side)]
+
+
+#: :func:`tally` counts scores of at most this many distinct values (one comparison pass per value)
+TALLY_VALUES = 8
+
+
+def tally(s: np.ndarray) -> Tally | None:
+    """``s`` (NaN-free) as a :class:`Tally` when it takes at most ``TALLY_VALUES`` values, else None.
+
+    The values are read off an evenly strided sample and their counts must add up to every score (else
+    None). Zero is left to sorting: -0.0 and 0.0 count as one value, and which one sorting keeps shows in a
+    threshold.
+    """
+    values = np.unique(s[::max(1, s.size // 512)])
+    if values.size > TALLY_VALUES or np.any(values == 0.0):
+        return None
+    counts = np.array([np.count_nonzero(s == v) for v in values], dtype=np.int64)
+    return Tally(values, counts) if counts.sum() == s.size else None
+
+
+def sorted_scores(s: np.ndarray) -> "np.ndarray | Tally":
+    """``s`` sorted, or its :class:`Tally` (the same counts at every cut) when it takes a few values."""
+    return tally(s) or np.sort(s)
+
+
 def _counts_sorted(
-    s0: np.ndarray, s1: np.ndarray, t: np.ndarray, direction: int
+    s0: "np.ndarray | Tally", s1: "np.ndarray | Tally", t: np.ndarray, direction: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(fp, fn) for thresholds ``t`` given *sorted* score arrays ``s0``, ``s1``."""
+    """(fp, fn) for thresholds ``t`` given *sorted* score arrays (or tallies) ``s0``, ``s1``."""
     if direction == 1:  # world 1 iff score >= t
-        fp = s0.size - np.searchsorted(s0, t, side="left")  # #{s0 >= t}
-        fn = np.searchsorted(s1, t, side="left")  # #{s1 < t}
+        fp = s0.size - s0.searchsorted(t, side="left")  # #{s0 >= t}
+        fn = s1.searchsorted(t, side="left")  # #{s1 < t}
     else:  # world 1 iff score <= t
-        fp = np.searchsorted(s0, t, side="right")  # #{s0 <= t}
-        fn = s1.size - np.searchsorted(s1, t, side="right")  # #{s1 > t}
-    return fp.astype(np.int64), fn.astype(np.int64)
+        fp = s0.searchsorted(t, side="right")  # #{s0 <= t}
+        fn = s1.size - s1.searchsorted(t, side="right")  # #{s1 > t}
+    return np.asarray(fp).astype(np.int64), np.asarray(fn).astype(np.int64)
 
 
 def _wilson_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:

@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from .rates import (_as_scores, _check_alpha, _check_delta, _check_direction, _counts_sorted, _wilson_upper,
-                    epsilon_from_rates)
+from .rates import (Tally, _as_scores, _check_alpha, _check_delta, _check_direction, _counts_sorted, _wilson_upper,
+                    epsilon_from_rates, sorted_scores)
 
 
 def _split_sample(s0, s1, selection_fraction, rng):
@@ -101,8 +101,8 @@ def select_threshold(
     _check_delta(delta)
     if alpha is not None:
         _check_alpha(alpha)
-    s0 = np.sort(_as_scores(scores0, "scores0"))
-    s1 = np.sort(_as_scores(scores1, "scores1"))
+    s0 = sorted_scores(_as_scores(scores0, "scores0"))
+    s1 = sorted_scores(_as_scores(scores1, "scores1"))
     n0, n1 = s0.size, s1.size
 
     if alpha is None:
@@ -151,8 +151,10 @@ def rare_event_cuts(s0: np.ndarray, s1: np.ndarray, u: np.ndarray) -> np.ndarray
     return np.unique(np.concatenate([idx, idx + 1, [u.size]]))
 
 
-def _distinct_sorted(s: np.ndarray) -> np.ndarray:
-    """The distinct values of sorted ``s`` in one pass (``np.unique`` would sort again)."""
+def _distinct_sorted(s: "np.ndarray | Tally") -> np.ndarray:
+    """The distinct values of sorted ``s`` (or a tally) in one pass (``np.unique`` would sort again)."""
+    if isinstance(s, Tally):
+        return s.values
     keep = np.empty(s.size, dtype=bool)
     keep[:1] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
