@@ -22,6 +22,7 @@ from annotated_types import Gt
 
 from .base import LeakyRandomizer, LocalMechanism, UserBatch, WorldInfo
 from .clustering import kmeans_1d
+from .uniform_draws import float32_uniform_below
 
 
 @dataclass
@@ -50,7 +51,7 @@ class MaxSense(LocalMechanism, kind="maxsense"):
 
     def make_queries(self, n_users: int, rng: np.random.Generator, state: MaxSenseState,
                      rated: np.ndarray | None = None) -> np.ndarray:
-        return rng.random((n_users, state.world.n_items), dtype=np.float32) < state.sensing_probability
+        return float32_uniform_below(rng, (n_users, state.world.n_items), state.sensing_probability)
 
     def sketch(self, users: UserBatch, queries: np.ndarray) -> np.ndarray:
         return users.likes_any(queries)[:, None]
@@ -61,7 +62,7 @@ class MaxSense(LocalMechanism, kind="maxsense"):
     def aggregate(self, state: MaxSenseState, queries: np.ndarray, messages: np.ndarray) -> MaxSenseState:
         bits = messages[:, 0].astype(float)
         state.scores += sensed_sum(bits, queries)
-        state.exposures += queries.sum(axis=0)
+        state.exposures += column_counts(queries)
         state.bits += float(bits.sum())
         state.users_seen += len(messages)
         return state
@@ -79,7 +80,13 @@ def sensed_sum(bits: np.ndarray, queries: np.ndarray) -> np.ndarray:
     thirty times faster than casting the queries to floats for the product)."""
     if queries.dtype != bool:
         return bits @ queries
-    return np.count_nonzero(queries[bits.astype(bool)], axis=0).astype(float)
+    return column_counts(queries[bits.astype(bool)]).astype(float)
+
+
+def column_counts(mask: np.ndarray) -> np.ndarray:
+    """How many rows of a boolean ``mask`` are set in each column: its bytes summed into int32 (twice the pace
+    of ``mask.sum(axis=0)``, which widens every entry to int64)."""
+    return np.add.reduce(mask.view(np.uint8), axis=0, dtype=np.int32)
 
 
 def centred_scores(scores: np.ndarray, exposures: np.ndarray, bits: float, released: int, score: str) -> np.ndarray:
