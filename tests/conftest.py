@@ -28,6 +28,15 @@ def write_scenario(tmp_path):
     return write
 
 
+@pytest.fixture(autouse=True, scope="session")
+def blas_on_one_thread():
+    """Tests compute as a run does (``audits.executors.one_blas_thread``), those calling mechanisms directly too."""
+    from audits.executors import one_blas_thread
+
+    with one_blas_thread():
+        yield
+
+
 def small_world(data: dict, trials: int = 20_000) -> dict:
     """Shrink a scenario so a test runs in about a second."""
     data["churn"].update(arrival_rate=500, horizon=20.0, release_interval=5.0)

@@ -61,6 +61,24 @@ def test_any_executor_gives_the_same_scores(write_scenario, quickstart_data, exe
     assert serial.tests[0].bound == other.tests[0].bound
 
 
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_a_run_computes_with_blas_on_one_thread_in_process_and_in_workers():
+    from audits.executors import open_executor
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(2, user_api="blas"):  # as on a 2-core machine, whatever this one has
+        assert set(_blas_threads()) == {2}
+        with open_executor("serial") as serial:
+            assert set(serial.submit(_blas_threads).result()) == {1}
+        with open_executor("processes", workers=2) as pool:
+            assert all(set(pool.submit(_blas_threads).result()) == {1} for _ in range(4))
+        assert set(_blas_threads()) == {2}  # restored after the run
+
+
 def test_resume_reuses_saved_blocks_and_refuses_foreign_progress(tmp_path, write_scenario, quickstart_data):
     scenario = load_small(write_scenario, quickstart_data, trials=8_000)
     out = tmp_path / "run"
