@@ -97,7 +97,8 @@ class UserBatch:
                                    shape=(n, n_items))
         likes_ptr = np.zeros(n + 1, index)
         np.cumsum(liked.sum(axis=1), out=likes_ptr[1:])
-        likes = sparse.csr_array((np.ones(int(likes_ptr[-1]), bool), indices[liked.ravel()], likes_ptr),
+        # (positions, not a boolean mask: NumPy gathers them four times faster than it applies a random mask)
+        likes = sparse.csr_array((np.ones(int(likes_ptr[-1]), bool), indices[np.flatnonzero(liked)], likes_ptr),
                                  shape=(n, n_items))
         return cls(ratings, likes)
 
@@ -153,7 +154,7 @@ class UserBatch:
         likes = self.likes
         rows = np.repeat(np.arange(likes.shape[0]), np.diff(likes.indptr))
         hit = np.zeros(likes.shape[0], dtype=bool)
-        hit[rows[items[rows, likes.indices]]] = True
+        hit[rows[np.flatnonzero(items[rows, likes.indices])]] = True
         return hit
 
     def take(self, index: np.ndarray | slice) -> "UserBatch":
