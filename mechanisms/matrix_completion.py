@@ -19,9 +19,7 @@ from . import centring
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-
-#: elements of the dense block of predicted rows built at a time
-_DENSE_CHUNK = 2 ** 21
+from .gram_sums import DENSE_CHUNK as _DENSE_CHUNK, gram  # noqa: F401 (gram re-exported)
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,21 +95,6 @@ def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray
         local = np.repeat(np.arange(stop - start), np.diff(rows.indptr[start:stop + 1]))
         values[lo:hi] = dense[local, rows.indices[lo:hi]]
     return with_values(rows, values)
-
-
-def gram(rows: sparse.csr_array) -> np.ndarray:
-    """``rowsᵀ rows`` (n_items x n_items) as blocked sparse–dense products ``blockᵀ · dense(block)``.
-
-    Measured on 40k users x 400 items, 80 ratings each (CPU): 0.48 s, against 0.88 s for dense
-    blocks through BLAS and 1.8 s for one sparse ``rows.T @ rows``.
-    """
-    n = rows.shape[1]
-    out = np.zeros((n, n))
-    chunk = max(1, _DENSE_CHUNK // n)
-    for start in range(0, rows.shape[0], chunk):
-        block = rows[start:start + chunk]
-        out += block.T @ block.toarray()
-    return out
 
 
 def symmetric_gaussian(n: int, sigma: float, rng: np.random.Generator) -> np.ndarray:

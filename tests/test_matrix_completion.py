@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from scipy import sparse
 
 from attacks import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 from audits.designs.base import AuditJob
@@ -22,6 +23,7 @@ from mechanisms import UserBatch
 from mechanisms.accounting import GaussianRelease, epsilon_for
 from mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,
                                     PrivateFrankWolfeNoNoise, PrivateFrankWolfeNoProjection)
+from mechanisms import gram_sums
 from mechanisms.matrix_completion import LowRankRows, clip_rows, gram, observed, row_norms
 from mechanisms.projected_gradient import PrivateProjectedGradient
 from simulator.engine import run_protocol
@@ -51,6 +53,18 @@ def panel_run(mechanism, rows, seed=1):
     catalogue = pop.catalogue(np.random.default_rng(0))
     return run_protocol(mechanism, pop, catalogue, Panel(len(rows), mechanism.iterations),
                         np.random.SeedSequence(seed), recorder=Recorder(answers=False, outputs="all"))
+
+
+@pytest.mark.parametrize("per_row", [3, 40])  # sparse–dense products below DENSE_FROM_ENTRIES, dsyrk above
+def test_gram_sums_match_numpy_in_blocks(monkeypatch, per_row):
+    rng = np.random.default_rng(3)
+    items = np.argsort(rng.random((500, 50)), axis=1)[:, :per_row]
+    rows = sparse.csr_array((rng.normal(size=items.size), items.ravel(), np.arange(501) * per_row), shape=(500, 50))
+    monkeypatch.setattr(gram_sums, "DENSE_CHUNK", 50 * 64)  # 64 rows a block: 8 blocks, the last one short
+    dense = rows.toarray()
+    out = gram_sums.gram(rows)
+    np.testing.assert_allclose(out, dense.T @ dense, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(out, out.T)
 
 
 def test_low_rank_helpers_match_dense_arithmetic():
