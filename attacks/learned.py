@@ -27,6 +27,7 @@ scenarios, reading the ``messages`` view (each run's released bits).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -322,9 +323,16 @@ def _one_thread():
     """OpenMP and BLAS limited to one thread: on a shared machine their threads spin more than they work
     (measured: the boosted fit took 28 s of CPU with two threads on a busy 2-core machine, 0.8 s with one; the
     logistic fits' BLAS products 1.2 s of a 10⁶-run audit's 3.4 s)."""
-    from threadpoolctl import threadpool_limits
+    return _thread_pools().limit(limits=1)
 
-    return threadpool_limits(1)
+
+@functools.lru_cache(maxsize=1)
+def _thread_pools():
+    """The process's thread pools, found once (2 ms each time; a limit on them then costs 30 µs). First asked
+    inside a fit, once scikit-learn has loaded its OpenMP runtime."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _log_losses(log_odds: np.ndarray, truth: np.ndarray) -> np.ndarray:
