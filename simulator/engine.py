@@ -221,6 +221,7 @@ class MechanismRun:
         n = self.schedule.n_users
         clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
         self.admit(np.full(n, env.now), np.full(n, np.inf), clusters, rows, env.now)
+        del clusters, rows  # the active set holds the rows: this frame must not keep a second copy alive
         for tick in itertools.count(1):
             self._admit_inserted(tick, env.now)
             yield env.timeout((tick + 1) * self.schedule.query_interval - env.now)

@@ -265,8 +265,9 @@ class RankOnePopulation(Population, kind="rank_one"):
             stop = min(n_users, start + batch)
             rated = _draw_rated(stop - start, self.n_items, w, rng)
             values = u[start:stop, None] * catalogue.item_factors[rated]
-            indptr = np.arange(0, (stop - start) * w + 1, w)
-            rows.append(sparse.csr_array((values.ravel(), rated.ravel(), indptr), shape=(stop - start, self.n_items)))
+            indptr = np.arange(0, (stop - start) * w + 1, w, dtype=np.int32)  # 32-bit indices: half the bytes
+            rows.append(sparse.csr_array((values.ravel(), rated.ravel().astype(np.int32), indptr),
+                                         shape=(stop - start, self.n_items)))
         table = sparse.vstack(rows, format="csr") if rows else sparse.csr_array((0, self.n_items))
         table.sort_indices()
         return u, table

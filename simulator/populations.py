@@ -17,6 +17,7 @@ from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
 from mechanisms.errors import InternalError
+from mechanisms.sparse_rows import narrow
 from mechanisms.sp2 import allocate_private, privacy_ratios
 
 from . import datasets
@@ -186,9 +187,22 @@ class MatrixPopulation:
 
     @classmethod
     def from_ratings(cls, data: RatingsData, like_threshold: float, max_rating: float) -> "MatrixPopulation":
-        train = data.train.tocoo()
-        rows = UserBatch.from_coo(train.row, train.col, train.data, train.data >= like_threshold, train.shape)
-        return cls(rows, data.test, max_rating)
+        """The training table as users' rows (likes: ratings >= ``like_threshold``), built from its CSR arrays
+        with 32-bit indices (no round trip through COO; a run's slices of rows then share its arrays)."""
+        train = compact(data.train)
+        liked = train.data >= like_threshold
+        before = np.zeros(train.nnz + 1, train.indptr.dtype)  # likes among the first k entries
+        np.cumsum(liked, dtype=before.dtype, out=before[1:])
+        likes = sparse.csr_array((np.ones(int(before[-1]), bool), train.indices[liked], before[train.indptr]),
+                                 shape=train.shape)
+        return cls(UserBatch(train, likes), data.test, max_rating)
+
+
+def compact(table: sparse.csr_array) -> sparse.csr_array:
+    """A CSR table in canonical form (sorted, no duplicates), float values, 32-bit indices where they fit."""
+    table = sparse.csr_array(table, dtype=float)
+    table.sum_duplicates()
+    return narrow(table)
 
 
 class _Panel(Population):

@@ -1,10 +1,13 @@
 import numpy as np
 import pytest
 
-from mechanisms import ParameterError
+from scipy import sparse
+
+from mechanisms import ParameterError, UserBatch
 from simulator.population import (RankOnePopulation, SBMPopulation, StarSBMPopulation, _sizes_from_weights,
                                   rank_one_world)
-from simulator.populations import RatingsFilePopulation
+from simulator.populations import MatrixPopulation, RatingsFilePopulation
+from simulator.ratings import RatingsData
 
 B = [[0.9, 0.3], [0.6, 0.1]]
 
@@ -184,3 +187,20 @@ def test_rank_one_population():
     with pytest.raises(ParameterError) as info:
         RankOnePopulation(n_items=30, ratings_per_user=31)
     assert info.value.field == "ratings_per_user"
+
+
+def test_matrix_population_rows_are_those_built_from_coo_with_32_bit_indices():
+    rng = np.random.default_rng(5)
+    table = sparse.random_array((200, 30), density=0.3, format="csr", rng=rng)
+    table.data -= 0.5  # likes: the ratings >= 0.1 below
+    wide = sparse.csr_array((table.data, table.indices.astype(np.int64), table.indptr.astype(np.int64)),
+                            shape=table.shape)
+    rows = MatrixPopulation.from_ratings(RatingsData(wide, None, np.arange(200), np.arange(30)), 0.1, 1.0).rows
+    coo = table.tocoo()
+    expected = UserBatch.from_coo(coo.row, coo.col, coo.data, coo.data >= 0.1, table.shape)
+    for got, want in ((rows.ratings, expected.ratings), (rows.likes, expected.likes)):
+        assert got.indices.dtype == np.int32 and got.indptr.dtype == np.int32
+        np.testing.assert_array_equal(got.toarray(), want.toarray())
+    both = UserBatch.concat([rows, UserBatch.from_masks(rng.random((3, 30)) < 0.5, rng.random((3, 30)) < 0.5)])
+    assert both.ratings.indices.dtype == np.int32 and both.likes.indptr.dtype == np.int32
+    np.testing.assert_array_equal(both.ratings.toarray()[:200], table.toarray())
