@@ -25,10 +25,11 @@ def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
     # at a time, so memory is O(n * block), not O(n^2) (10,000 items would need GBs)
     i = np.arange(n + 1)[:, None]
 
-    def cost(j: np.ndarray) -> np.ndarray:
-        size = np.maximum(j - i, 1)
-        c = (s2[j] - s2[i]) - (s1[j] - s1[i]) ** 2 / size
-        return np.where(j > i, np.maximum(c, 0.0), np.inf)
+    def cost(j: np.ndarray) -> np.ndarray:  # rows i < the block's last j + 1 only: later rows are all inf
+        rows = i[:j[0, -1] + 1]
+        size = np.maximum(j - rows, 1)
+        c = (s2[j] - s2[rows]) - (s1[j] - s1[rows]) ** 2 / size
+        return np.where(j > rows, np.maximum(c, 0.0), np.inf)
 
     block = max(1, _BLOCK_ENTRIES // (n + 1))
     columns = [np.arange(start, min(n + 1, start + block))[None, :] for start in range(0, n + 1, block)]
@@ -38,7 +39,7 @@ def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
     for layer in range(1, k):
         new_best = np.empty(n + 1)
         for j in columns:
-            total = best[:, None] + cost(j)  # split x[:j] into x[:i] (layer clusters) + x[i:j]
+            total = best[:j[0, -1] + 1, None] + cost(j)  # split x[:j] into x[:i] (layer clusters) + x[i:j]
             cut = np.argmin(total, axis=0)
             cuts[layer, j[0]] = cut
             new_best[j[0]] = total[cut, np.arange(j.size)]
