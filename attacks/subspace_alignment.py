@@ -76,11 +76,12 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
             return np.sum(rows.coefficients * ((x1 - x0) @ rows.basis.T), axis=1)
         if view.kind == "others":
             users, rows = view.others[0]
-            own = rows[rows_of(users, view.audited)]
-            gram = rows.basis.T @ (rows.coefficients.T @ rows.coefficients) @ rows.basis  # Σ_j y_j y_jᵀ
+            own = rows[rows_of(users, view.audited)].coefficients
+            second = rows.coefficients.T @ rows.coefficients  # Σ_j c_j c_jᵀ: rows y_j = c_j B
 
-            def tilt(x):  # everyone's rows but the canary's own
-                return np.einsum("ij,jk,ik->i", x, gram, x) - np.sum(own.coefficients * (x @ own.basis.T), axis=1) ** 2
+            def tilt(x):  # Σ_j (y_j·x)² over everyone's rows but the canary's own, from z = B x (one product)
+                z = x @ rows.basis.T
+                return np.sum((z @ second) * z, axis=1) - np.sum(own * z, axis=1) ** 2
 
             return tilt(x1) - tilt(x0)
         raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
