@@ -60,21 +60,32 @@ def _one_run(name, mech, m, seed, **settings):
 @pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 def test_fdp_one_run_default_median_and_coverage(epsilon):
-    """Default (planned) guesses on m = 10⁴ Gaussian canaries: never above ε beyond α, and the median is what
-    the plan predicts (its figure is the best median any guess count reaches, about 0.60 ε at ε = 1 and
-    0.70 ε at ε = 4; the median's standard error over 200 runs is about 0.01 ε, so it may fall 0.03 ε
-    below the plan — three standard errors, about 0.1 % of the time — before the test fails).
+    """Default settings (guesses planned on the claim, ``analysis: programme``) on m = 10⁴ Gaussian canaries:
+    never above ε beyond α, and the median meets the issue's goal (0.6 ε at ε = 1, 0.65 ε at ε = 4) and what
+    the plan predicts (its programme figure, about 0.62 ε and 0.71 ε).
 
-    At ε = 4 the issue's goal (median ≥ 0.65 ε) holds; at ε = 1 its goal of 0.6 ε is the limit of the
-    f-DP analysis itself (measured 0.599 ε, docs/guide/estimators.md).
+    The median over 200 runs has a standard error of about 0.007 ε (measured spread of the runs), so the
+    plan check allows 3 standard errors below the plan (fails falsely ≤ 0.2 % of seeds), and the goal at
+    ε = 1, about 2.5 standard errors below the plan's 0.62, fails falsely on about 1 % of seeds; this seed
+    was not chosen. About 15 CPU-minutes at ε = 1 (a linear programme per bisection step), 3 at ε = 4.
     """
     mech = GaussianCount.from_epsilon(epsilon)
     ratios = _one_run("fdp-one-run", mech, 10_000, 242)
     s, b = ideal_canary_scores(mech, 10_000, np.random.default_rng(0))
     planned = ESTIMATORS["fdp-one-run"]().estimate(s, b, mech.claim, ALPHA).optimal / epsilon
-    assert np.median(ratios) >= planned - 0.03 and np.sum(ratios > 1) <= MOST
-    if epsilon == 4.0:
-        assert np.median(ratios) >= 0.65
+    print(f"plan's figure {planned:.3f}")
+    assert np.median(ratios) >= planned - 0.021 and np.sum(ratios > 1) <= MOST
+    assert np.median(ratios) >= {1.0: 0.6, 4.0: 0.65}[epsilon]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("epsilon", [1.0, 4.0])
+def test_fdp_one_run_recursion_median_and_coverage(epsilon):
+    """The paper's recursion alone (``analysis: recursion``): valid, and below the programme (0.599 ε and
+    0.685 ε measured on these seeds; its plan's figure is the best median its guesses reach)."""
+    mech = GaussianCount.from_epsilon(epsilon)
+    ratios = _one_run("fdp-one-run", mech, 10_000, 242, analysis="recursion")
+    assert np.sum(ratios > 1) <= MOST and np.median(ratios) >= {1.0: 0.57, 4.0: 0.65}[epsilon]
 
 
 @pytest.mark.slow

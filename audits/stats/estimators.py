@@ -27,7 +27,7 @@ from pydantic import Field
 from mechanisms import ParameterError, PrivacyClaim
 from mechanisms.registry import Registry
 
-from . import bounds, gauss_fit, gdp, one_run, power, rates
+from . import bounds, gauss_fit, gdp, one_run, one_run_lp, power, rates
 from .pvalues import p_value_from_bound
 
 
@@ -302,13 +302,19 @@ class OneRun(_Guesses, kind="one-run"):
 class FDPOneRun(_Guesses, kind="fdp-one-run"):
     """f-DP one-run bound (Mahloujifar, Melis, Chaudhuri 2025) against the claim's Gaussian curve.
 
-    Guesses as ``one-run`` (planned for this estimator's bound); tests "the
+    Guesses as ``one-run`` (planned for the recursion's bound); tests "the
     mechanism is μ-GDP" with μ the claim's ``gaussian_mu``, so it refuses
     claims without one. ε figures are μ converted at the claim's δ.
+    ``analysis: programme`` (default) bounds the tail of the right guesses with
+    every test the per-canary guarantee allows (:mod:`audits.stats.one_run_lp`);
+    ``recursion`` with the paper's nested tests only (faster, looser).
     """
 
     method: ClassVar[str] = "fdp-one-run"
     guess_fraction: Annotated[Annotated[float, Gt(0), Le(0.5)] | None, GUESS_FRACTION] = None
+    analysis: Annotated[Literal["programme", "recursion"], Field(
+        description="fdp-one-run: programme (every test the guarantee allows, a linear programme) or recursion "
+                    "(the paper's nested tests)")] = "programme"
 
     def refusal(self, claim: PrivacyClaim) -> str | None:
         return GaussianDP().refusal(claim)
@@ -317,8 +323,17 @@ class FDPOneRun(_Guesses, kind="fdp-one-run"):
         self.require(claim)
         k, optimal = self._guesses(scores.size, claim, alpha)
         bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
-        return Estimate(bound, one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu),
-                        optimal, _no_ranking(scores))
+        p_value = one_run.fdp_one_run_p_value(bound.r, bound.v, bound.m, claim.gaussian_mu)
+        if self.analysis == "programme":
+            mu_lb = one_run_lp.lp_mu_lower_bound(bound.r, bound.v, bound.m, alpha)
+            mu_ceiling = max(bound.mu_ceiling, one_run_lp.lp_mu_lower_bound(bound.r, bound.r, bound.m, alpha))
+            bound = dataclasses.replace(bound, mu_lb=mu_lb, epsilon_lb=float(gdp.gdp_epsilon(mu_lb, claim.delta)),
+                                        mu_ceiling=mu_ceiling,
+                                        ceiling=float(gdp.gdp_epsilon(mu_ceiling, claim.delta)))
+            if mu_lb > claim.gaussian_mu:  # else both p-values are ≥ alpha: the recursion's suffices
+                p_value = min(p_value, one_run_lp.tail_bound(bound.r, bound.v, bound.m, claim.gaussian_mu, alpha))
+            optimal = power.programme_figure(bound.m, claim, alpha, k) if optimal is not None else None
+        return Estimate(bound, p_value, optimal, _no_ranking(scores))
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,12 @@ from scipy import optimize
 from .gauss_fit import mu_lower_bound
 from .gdp import gdp_epsilon, gdp_mu, gdp_mu_lower_bound
 from .one_run import fdp_one_run_mu_lower_bound, one_run_epsilon_lower_bound
+from .one_run_lp import lp_mu_lower_bound
 from .planning import trade_off_curve
 from .rates import epsilon_lower_bound
 
-__all__ = ["claim_curve", "optimal_pairs_bound", "optimal_gauss_fit_bound", "plan_guesses", "GUESS_GRID"]
+__all__ = ["claim_curve", "optimal_pairs_bound", "optimal_gauss_fit_bound", "plan_guesses", "programme_figure",
+           "GUESS_GRID"]
 
 #: candidate guess counts per side the one-run plan compares (log-spaced from 1 to m/2)
 GUESS_GRID = 48
@@ -103,6 +105,20 @@ def plan_guesses(m: int, claim, alpha: float, method: str = "one-run") -> tuple[
     if best[0] <= 0:  # no count shows anything at the claim: a quarter per side still catches gross breaks
         return m // 4, 0.0
     return best[1], best[0]
+
+
+@functools.lru_cache(maxsize=256)
+def programme_figure(m: int, claim, alpha: float, k: int) -> float | None:
+    """The f-DP programme's bound (:mod:`audits.stats.one_run_lp`) at ``k`` guesses a side and the expected right
+    guesses if the claim were tight: the ``optimal`` figure of ``fdp-one-run`` with ``analysis: programme``.
+
+    ``k`` itself is planned on the recursion (:func:`plan_guesses`): the programme costs ~10³× more per
+    evaluation, and its bound is flat in ``k`` near the recursion's best (docs/guide/estimators.md).
+    """
+    curve = claim_curve(claim)
+    if curve is None or claim.gaussian_mu is None or k < 1:
+        return None
+    return float(gdp_epsilon(lp_mu_lower_bound(2 * k, _expected_right(m, k, curve), m, alpha), claim.delta))
 
 
 def optimal_gauss_fit_bound(n_out: int, n_in: int, claim, alpha: float) -> float | None:
