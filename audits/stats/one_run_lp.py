@@ -35,8 +35,8 @@ __all__ = ["TANGENTS", "MAX_GUESSES", "max_tail", "tail_bound", "lp_mu_lower_bou
 
 #: tangent points of g per programme (more only tightens, and costs time)
 TANGENTS = 12
-#: most guesses the programme is solved for; above, the recursion alone (HiGHS took seconds per programme and
-#: reported numerical trouble at 2,000 guesses; a failed programme counts as no rejection, so stays valid)
+#: most guesses the programme is solved for; above, the recursion alone (a programme takes seconds there, and
+#: five to eight make an estimate; a programme that fails counts as no rejection, so the bound stays valid)
 MAX_GUESSES = 1_000
 
 
@@ -81,9 +81,12 @@ def max_tail(r: int, v: int, m: int, mu: float, alpha: float) -> float:
         shape=(row.size + tangents, n + 1 + row.size))
     c = np.zeros(a_ub.shape[1])
     c[v - low:n] = -1.0
-    res = optimize.linprog(c, A_ub=a_ub, b_ub=np.r_[np.zeros(row.size), m / r * conjugate],
-                           A_eq=np.r_[np.ones(n + 1), np.zeros(row.size)][None], b_eq=[1.0],
-                           bounds=[(0, None)] * (n + 1) + [(None, 0)] * row.size, method="highs")
+    problem = dict(A_ub=a_ub, b_ub=np.r_[np.zeros(row.size), m / r * conjugate],
+                   A_eq=np.r_[np.ones(n + 1), np.zeros(row.size)][None], b_eq=[1.0],
+                   bounds=[(0, None)] * (n + 1) + [(None, 0)] * row.size)
+    res = optimize.linprog(c, method="highs", **problem)
+    if res.status == 4:  # HiGHS's presolve reports numerical trouble on some programmes; without it they solve
+        res = optimize.linprog(c, method="highs", options={"presolve": False}, **problem)
     if res.status != 0:
         raise RuntimeError(f"one-run programme failed: {res.message}")
     return float(-res.fun)
