@@ -12,11 +12,17 @@ class RoundCost:
     """A mechanism's own work in one round, beyond the engine's (the cost estimate, ``audits.io.limits``, adds it).
 
     ``operations``: arithmetic per round (products, eigen-solves, noise draws), ``once``: before the first
-    (e.g. fitting a public panel); ``state_bytes``: the server's state and its temporaries at their largest;
-    ``user_bytes``: what the protocol keeps per user to the end.
+    (e.g. fitting a public panel); ``held_user_operations``: per round and per user the server has heard from
+    so far (a server retraining on everything it holds); ``user_operations``: once per user (its personal
+    output); ``state_bytes``: the server's state and its temporaries at their largest;
+    ``user_bytes``: what the protocol keeps per user to the end; ``run_bytes``: what one run of a batched
+    block (``panel_runs``) holds at its peak, the statistics the attack scores included.
     """
 
     operations: float = 0.0
     once: float = 0.0
+    held_user_operations: float = 0.0
+    user_operations: float = 0.0
     state_bytes: float = 0.0
     user_bytes: float = 0.0
+    run_bytes: float = 0.0

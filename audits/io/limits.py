@@ -28,9 +28,12 @@ counts so a refusal says which setting to lower:
   saved as one progress file;
 - ``process``, ``table`` and ``outputs``: this process (the interpreter and its libraries,
   ``PROCESS_BYTES``), a panel's rating table (users x ratings x ``RATING_BYTES``: the population's and the
-  engine's cohort) and what the mechanism keeps per user (its ``round_cost``);
+  engine's cohort), what the mechanism keeps per user (its ``round_cost``) and, for ``batched_runs``, a block
+  of runs (``block_size`` x the ``run_bytes`` its ``round_cost`` states);
 - the mechanism's own work (``Mechanism.round_cost``: e.g. an n_items^2 Gram per round, its eigen-solve),
-  ``operations`` per round at ``OPERATIONS_PER_SECOND``, added to every protocol run; its state is the larger
+  ``operations`` per round, per round and held user (a server retraining on what it holds: a panel's users
+  every round, arrivals half the rounds on average) and per user once, at ``OPERATIONS_PER_SECOND``, added
+  to every protocol run; its state is the larger
   of the extrapolated one and the one it states; ``COMMAND_SECONDS`` for the command itself (imports,
   validation, reports);
 - ``processes``: worker processes started (``executor.workers`` for a local
@@ -72,7 +75,7 @@ COMMAND_SECONDS = 5.0  # the command's imports, validation and reports (measured
 #: executors that start ``workers`` processes on this machine (a Dask address uses the cluster's)
 LOCAL_POOLS = ("processes", "dask")
 #: the terms of the memory estimate (bytes), added up
-MEMORY_TERMS = ("process", "state", "batch", "table", "outputs", "scores", "workers")
+MEMORY_TERMS = ("process", "state", "batch", "table", "outputs", "scores", "runs", "workers")
 
 
 def cores() -> int:
@@ -188,14 +191,20 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
         own = mechanism.round_cost(world, cost["users"] if scenario.panel is not None else min(
             churn.arrival_rate * churn.mean_lifetime, churn.arrival_rate * churn.query_interval * churn.queries_per_user))
         cost["operations"], cost["once"] = own.operations, own.once
+        cost["held_user_operations"], cost["user_operations"] = own.held_user_operations, own.user_operations
         cost["state"] = max(state_bytes(mechanism, world) or 0.0, own.state_bytes)
+        if audit.design_name == "batched_runs":  # a block of whole runs at once, in this process or a worker's
+            cost["runs"] = min(audit.block_size, audit.trials) * own.run_bytes
         cost["outputs"] = cost["users"] * own.user_bytes
         if scenario.panel is not None:
             cost["table"] = cost["users"] * world.ratings_per_user * RATING_BYTES
     ex = scenario.executor
     cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
-    cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
-        PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
+    if cost["processes"] == 1:
+        cost["workers"] = 0.0
+    else:  # each worker holds its own copy of the state, a batch and a block of runs; this process none of them
+        cost["workers"] = cost["processes"] * (PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0)
+                                               + cost.pop("runs", 0.0))
     cost["memory"] = sum(cost.get(k, 0.0) for k in MEMORY_TERMS)
     world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
     cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
@@ -239,8 +248,12 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     audit = scenario.audit
     rounds_per_user = cost["rounds"] if scenario.panel is not None else scenario.churn.queries_per_user
     cells = max(cost["users"], 1.0) * n_items * max(rounds_per_user, 1.0) + cost["rounds"] * n_items
-    world = (RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND
-             + (cost.get("operations", 0.0) * cost["rounds"] + cost.get("once", 0.0)) / OPERATIONS_PER_SECOND)
+    # a server retraining on all it holds: a panel's users are all held from round 1, arrivals half the time
+    held_rounds = cost["rounds"] if scenario.panel is not None else cost["rounds"] / 2
+    own = (cost.get("operations", 0.0) * cost["rounds"] + cost.get("once", 0.0)
+           + cost.get("held_user_operations", 0.0) * cost["users"] * held_rounds
+           + cost.get("user_operations", 0.0) * cost["users"])
+    world = RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND + own / OPERATIONS_PER_SECOND
     attacks = cost["trials"] / (audit.trials * audit.targets)
     scoring = 2 * attacks * n_items / CELLS_PER_SECOND
     if audit.design_name == "full_runs":
@@ -260,7 +273,7 @@ def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None 
     if cost["memory"] > limits.memory_gb * GIB:
         terms = {k: cost[k] for k in MEMORY_TERMS if cost.get(k)}
         largest = max(terms, key=terms.get)
-        field = {"scores": "audit.trials", "workers": "executor.workers", "table": panel,
+        field = {"scores": "audit.trials", "runs": "audit.block_size", "workers": "executor.workers", "table": panel,
                  "outputs": panel or "churn.horizon"}.get(largest) or "population.n_items"
         parts = ", ".join(f"{k} {v / GIB:.3g} GiB" for k, v in terms.items())
         problems.append((field, f"the run would need about {cost['memory'] / GIB:.3g} GiB ({parts}), over "
