@@ -200,11 +200,10 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
             cost["table"] = cost["users"] * world.ratings_per_user * RATING_BYTES
     ex = scenario.executor
     cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
-    if cost["processes"] == 1:
-        cost["workers"] = 0.0
-    else:  # each worker holds its own copy of the state, a batch and a block of runs; this process none of them
-        cost["workers"] = cost["processes"] * (PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0)
-                                               + cost.pop("runs", 0.0))
+    cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
+        PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
+    if "runs" in cost:  # a block of runs in each process that runs them (the workers' if any, else this one)
+        cost["runs"] *= cost["processes"]
     cost["memory"] = sum(cost.get(k, 0.0) for k in MEMORY_TERMS)
     world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
     cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
