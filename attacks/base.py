@@ -54,6 +54,12 @@ class Attack(ABC):
         one user per run (canaries), else to its single user.
         """
 
+    def score_table(self, mechanism: Mechanism, pair: TargetPair, view: View) -> tuple[np.ndarray, np.ndarray] | None:
+        """The same scores as ``(indices, table)``, ``scores(...)`` being ``table[indices]`` bit for bit, for an
+        attack that scores from a table of every possible output (None: it does not). An audit keeps such
+        scores as one byte a run (``audits.stats.coded``)."""
+        return None
+
 
 @dataclass(frozen=True)
 class PublicKnowledge:

@@ -17,8 +17,9 @@ QUERY_CAP = 1e3
 TABLE_BITS = 8
 
 
-def _looked_up(mechanism, messages: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """The scores of boolean ``messages`` (runs, bits) looked up in the score of each of the 2^bits messages.
+def message_table(mechanism, messages: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, table)``: boolean ``messages`` (runs, bits) as byte codes, and the score of each of the 2^bits
+    possible messages, so that the runs' scores are ``table[codes]``.
 
     Each message is scored alone, so the table holds the very numbers the per-run formula gives (tested), at
     one byte of work per run instead of two likelihoods in float64.
@@ -29,7 +30,7 @@ def _looked_up(mechanism, messages: np.ndarray, s0: np.ndarray, s1: np.ndarray) 
     table = (mechanism.message_log_likelihood(every, np.broadcast_to(s1, every.shape))
              - mechanism.message_log_likelihood(every, np.broadcast_to(s0, every.shape)))
     codes = messages[:, 0].view(np.uint8) if bits == 1 else np.packbits(messages, axis=1, bitorder="little")[:, 0]
-    return table[codes]
+    return codes, table
 
 
 @dataclass
@@ -53,12 +54,13 @@ class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
             raise ValueError(f"the likelihood-ratio attack reads the 'messages' view, got {view.kind!r}")
         if not isinstance(mechanism, LocalMechanism):
             raise ValueError(f"the likelihood-ratio attack needs a local randomizer; {mechanism.kind} is not one")
+        tabled = self.score_table(mechanism, pair, view)
+        if tabled is not None:
+            codes, table = tabled
+            return table[codes]
         messages = view.messages
         if pair.sketches is not None and all(q.shape[0] == 1 for q in view.queries):
             s0, s1 = pair.sketches  # local replay: one fixed query for every run
-            if (messages.dtype == bool and messages.ndim == 2 and messages.shape[1] <= TABLE_BITS
-                    and not getattr(mechanism, "queries_read_rated", False)):
-                return _looked_up(mechanism, messages, s0, s1)
         else:
             runs = np.arange(len(messages)) if len(pair) == len(messages) else np.zeros(len(messages), np.int64)
             s0 = sketches_under(mechanism, pair.rows0.take(runs), view.queries)
@@ -76,3 +78,14 @@ class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
                 with np.errstate(invalid="ignore"):
                     score = score + np.clip(np.nan_to_num(ll1 - ll0, nan=0.0), -QUERY_CAP, QUERY_CAP)
         return score
+
+    def score_table(self, mechanism, pair, view) -> tuple[np.ndarray, np.ndarray] | None:
+        """Messages of at most ``TABLE_BITS`` bits under one fixed query (local replay): scored from a table of
+        every possible message (:func:`message_table`)."""
+        messages = view.messages if view.kind == "messages" else None
+        if (messages is None or not isinstance(mechanism, LocalMechanism) or pair.sketches is None
+                or not all(q.shape[0] == 1 for q in view.queries) or messages.dtype != bool or messages.ndim != 2
+                or messages.shape[1] > TABLE_BITS or getattr(mechanism, "queries_read_rated", False)):
+            return None
+        s0, s1 = pair.sketches
+        return message_table(mechanism, messages, s0, s1)

@@ -34,6 +34,7 @@ from .executors import open_executor
 from .io.limits import GIB
 from .io.scenario import Scenario, build, build_estimator, build_schedule
 from .io.store import Progress, hold_folder
+from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
 from .stats.reach import pair_reach
 from .stats.estimators import Estimate
@@ -57,7 +58,7 @@ class TestOutcome:
     attack: str
     pair: TargetPair
     estimate: Estimate
-    scores: np.ndarray  # (2, trials) for distinguishing; (canaries,) for one-run
+    scores: "np.ndarray | CodedScores"  # (2, trials) for distinguishing (coded when few-valued); (canaries,) for one-run
     worlds: np.ndarray | None = None  # one-run: each canary's world
     adjusted_p_value: float = float("nan")
     verdict: str = ""

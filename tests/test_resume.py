@@ -72,7 +72,7 @@ def outputs(out: Path) -> tuple[dict, bytes]:
 
     report = json.loads((out / "report.json").read_text())
     report.pop("timing")
-    return report, b"".join(t.scores.tobytes() for t in result_from_run_dir(out).tests)
+    return report, b"".join(np.asarray(t.scores).tobytes() for t in result_from_run_dir(out).tests)
 
 
 def saved_blocks(out: Path) -> int:

@@ -26,6 +26,7 @@ from simulator.transcript import (MessagesView, Transcript, View, others_view, r
                                   watched_messages)
 
 from ..executors import as_finished
+from ..stats.coded import CodedScores, one_table
 
 
 class DesignError(BadInput, ValueError):
@@ -66,7 +67,7 @@ class TargetScores:
     """One target's scores, attacks on axis 0: ``(attacks, 2, trials)`` for pairs, ``(attacks, canaries)`` with
     each canary's ``worlds`` for canaries. Saved blocks are its arrays (``to_arrays`` / ``of``)."""
 
-    scores: np.ndarray
+    scores: "np.ndarray | CodedScores"
     worlds: np.ndarray | None = None
     reach: np.ndarray | None = None  # per attack, what it measured of the target's reach (None: nothing)
 
@@ -186,6 +187,8 @@ def block_name(target: int, index: int) -> str:
     return f"block-{target:03d}-{index:06d}"
 
 
+#: the arrays of a saved block kept coded when the store coded them (``Progress.load_arrays``)
+SCORES = ("scores",)
 #: the saved unit of a one-run design's canary scores
 CANARIES = "canaries"
 
@@ -195,18 +198,33 @@ class _Joined:
 
     A finished block is freed as soon as it is copied: the scores are held once, not twice (blocks, then
     their concatenation), and ``np.concatenate`` on the last axis of 3-d arrays is several times slower.
+    Coded scores stay coded (one byte a run) while their blocks share a table of at most 256 values.
     """
 
     def __init__(self, targets: int, sizes: list[int]):
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        self.arrays: list[dict[str, np.ndarray] | None] = [None] * targets
+        self.arrays: list[dict | None] = [None] * targets
 
-    def add(self, target: int, index: int, block: dict[str, np.ndarray]) -> None:
+    def add(self, target: int, index: int, block: dict) -> None:
         if self.arrays[target] is None:
             total = int(self.starts[-1])
-            self.arrays[target] = {k: np.empty(v.shape[:-1] + (total,), v.dtype) for k, v in block.items()}
+            self.arrays[target] = {k: CodedScores(np.zeros(v.shape[:-1] + (total,), np.uint8), v.values)
+                                   if isinstance(v, CodedScores) else np.empty(v.shape[:-1] + (total,), v.dtype)
+                                   for k, v in block.items()}
+        joined = self.arrays[target]
         for key, value in block.items():
-            self.arrays[target][key][..., self.starts[index]:self.starts[index + 1]] = value
+            into = joined[key]
+            if isinstance(into, CodedScores):
+                same = one_table([into, value]) if isinstance(value, CodedScores) else None
+                if same is None:  # no one table for both: the floats from here on
+                    into = joined[key] = np.asarray(into)
+                else:
+                    into, value = same
+                    joined[key] = into
+            if isinstance(into, CodedScores):
+                into.codes[..., self.starts[index]:self.starts[index + 1]] = value.codes
+            else:
+                into[..., self.starts[index]:self.starts[index + 1]] = np.asarray(value)
 
     def scores(self) -> list[TargetScores]:
         return [TargetScores.of(arrays) for arrays in self.arrays]
@@ -224,7 +242,7 @@ def saved_scores(progress, produces: str, targets: int, trials: int, block_size:
     joined = _Joined(targets, sizes)
     for target in range(targets):
         for index, size in enumerate(sizes):
-            block = progress.load_arrays(block_name(target, index))
+            block = progress.load_arrays(block_name(target, index), keep_codes=SCORES)
             if block is None or block["scores"].shape[-1] != size:
                 return None
             joined.add(target, index, block)
@@ -243,7 +261,7 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     todo = []
     for target, pair in enumerate(pairs):
         for index, size in enumerate(sizes):
-            saved = progress.load_arrays(block_name(target, index))
+            saved = progress.load_arrays(block_name(target, index), keep_codes=SCORES)
             if saved is not None and saved["scores"].shape[-1] == size:
                 joined.add(target, index, saved)
             else:

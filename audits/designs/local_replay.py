@@ -23,6 +23,7 @@ from simulator.neighbours import is_local, sketches_under
 from simulator.seeds import stream
 from simulator.transcript import MessagesView, View
 
+from ..stats.coded import CodedScores, stacked
 from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
 
 
@@ -42,11 +43,20 @@ def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> Vie
     return MessagesView(messages=messages, queries=pair.queries)
 
 
-def replay_block(job, pair, target: int, index: int, size: int) -> dict[str, np.ndarray]:
-    """Scores (attacks, 2, size) of ``size`` replayed runs per world, from streams ("trials", target, index, world)."""
+def replay_block(job, pair, target: int, index: int, size: int) -> dict:
+    """Scores (attacks, 2, size) of ``size`` replayed runs per world, from streams ("trials", target, index, world).
+
+    Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``).
+    """
     views = [replay(job.mechanism, pair, np.full(size, world), stream(job.root(), "trials", target, index, world))
              for world in (0, 1)]
-    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
+    tables = [[a.score_table(job.mechanism, pair, v) for v in views] for a in job.attacks]
+    if all(t is not None for row in tables for t in row):
+        coded = [[CodedScores.from_table(*t) for t in row] for row in tables]
+        if all(c is not None for row in coded for c in row) and (joined := stacked(coded)) is not None:
+            return {"scores": joined}
+    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) if t is None else t[1][t[0]]
+                                 for v, t in zip(views, row)] for a, row in zip(job.attacks, tables)])}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from ..stats.coded import CodedScores, Tally, one_table
+
 ROC_POINTS = 400  # thresholds drawn per ROC curve (quantiles of the scores when there are more)
 ROC_SAMPLE = 100_000  # scores per world the thresholds are chosen from
 
@@ -45,6 +47,9 @@ def roc_curve(negatives: np.ndarray, positives: np.ndarray, direction: int = 1) 
     ROC_POINTS); the rates are exact counts of all scores binned at the
     thresholds, so the scores are never sorted.
     """
+    counted = _coded_roc_curve(negatives, positives, direction)
+    if counted is not None:
+        return counted
     neg, pos = np.asarray(negatives, float), np.asarray(positives, float)
     if direction != 1:  # (no copy of ten million scores when the test reads them as they are)
         neg, pos = direction * neg, direction * pos
@@ -60,6 +65,23 @@ def roc_curve(negatives: np.ndarray, positives: np.ndarray, direction: int = 1) 
         return 1.0 - np.cumsum(below)[:-1] / scores.size
 
     return at_or_above(neg), at_or_above(pos)
+
+
+def _coded_roc_curve(negatives, positives, direction: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`roc_curve` of coded scores from their counts per value: the same thresholds and rates, bit for
+    bit, without the floats (None: not coded, or no one table)."""
+    if not (isinstance(negatives, CodedScores) and isinstance(positives, CodedScores)):
+        return None
+    both = one_table([negatives.ravel(), positives.ravel()])
+    if both is None:
+        return None
+    values = both[0].values if direction == 1 else direction * both[0].values
+    seen = np.unique(np.concatenate([c.codes[::max(1, c.size // ROC_SAMPLE)] for c in both]))
+    thresholds = np.unique(values[seen])
+    if thresholds.size > ROC_POINTS:
+        return None
+    order = np.argsort(values)
+    return tuple(1.0 - Tally(values[order], c.counts()[order]).searchsorted(thresholds) / c.size for c in both)
 
 
 def dp_boundary(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:

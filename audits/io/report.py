@@ -172,6 +172,7 @@ def write_trials_csv(tests, path: Path) -> None:
     columns: dict[str, list] = {"test": [], "trial": [], "world": [], "part": [], "score": []}
 
     def add(test, world, part, score):
+        score = np.asarray(score)  # coded scores as the floats they stand for
         n = score.size
         for key, value in (("test", np.full(n, names.index(test.name))), ("trial", np.arange(n)),
                            ("world", world), ("part", part), ("score", score)):

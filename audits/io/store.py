@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -21,6 +22,8 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from mechanisms.errors import BadInput
+
+from ..stats.coded import CodedScores
 
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)
@@ -57,8 +60,11 @@ def write_json(path: Path, data: Any, allow_nan: bool = True) -> None:
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """A ``.npz`` of ``arrays``, atomically."""
-    _atomic(path, lambda handle: np.savez(handle, **arrays))
+    """A ``.npz`` of ``arrays``, atomically (made in memory, then written in one piece: zipfile's many small
+    writes and seeks to a temporary file cost more than the copy)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_bytes(path, buffer.getbuffer())
 
 
 def remove_temporaries(directory: Path) -> int:
@@ -177,17 +183,34 @@ def _coded(array: np.ndarray, limit: int = 255) -> tuple[np.ndarray, np.ndarray]
     return codes.astype(np.uint8).reshape(array.shape), values
 
 
-def _encoded(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _encoded(arrays: dict) -> dict[str, np.ndarray]:
     out = {}
     for name, array in arrays.items():
-        coded = _coded(np.asarray(array))
+        coded = (array.codes, array.values) if isinstance(array, CodedScores) else _coded(np.asarray(array))
         out |= {name: array} if coded is None else {name: coded[0], name + _VALUES: coded[1]}
     return out
 
 
-def _decoded(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: arrays[name + _VALUES][array] if name + _VALUES in arrays else array
-            for name, array in arrays.items() if not name.endswith(_VALUES)}
+def _decoded(arrays: dict[str, np.ndarray], keep_codes: tuple[str, ...] = ()) -> dict:
+    """The arrays as saved; coded ones decoded, except those named in ``keep_codes`` whose table is a
+    :class:`CodedScores` table (ascending, no NaN): those stay coded."""
+    out = {}
+    for name, array in arrays.items():
+        values = arrays.get(name + _VALUES)
+        if name.endswith(_VALUES):
+            continue
+        if values is None:
+            out[name] = array
+        elif name in keep_codes and array.dtype == np.uint8 and _ascending(values):
+            out[name] = CodedScores(array, values)
+        else:
+            out[name] = values[array]
+    return out
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return (values.dtype == np.float64 and values.ndim == 1 and 0 < values.size and not np.isnan(values[0])
+            and bool(np.all(values[1:] > values[:-1])))
 
 
 class Progress:
@@ -250,8 +273,9 @@ class Progress:
     def _refuse(self, path: Path, why: str) -> None:
         self.warn(f"{path}: {why}; recomputing it")
 
-    def load_arrays(self, name: str) -> dict[str, np.ndarray] | None:
-        """The saved unit ``name``, or None when absent, unreadable, corrupt or foreign."""
+    def load_arrays(self, name: str, keep_codes: tuple[str, ...] = ()) -> dict | None:
+        """The saved unit ``name``, or None when absent, unreadable, corrupt or foreign; the arrays named in
+        ``keep_codes`` come back as :class:`CodedScores` when the store coded them."""
         path = self._path(name, ".npz") if self.directory is not None else None
         if path is None or not path.exists():
             return None
@@ -268,10 +292,11 @@ class Progress:
         if meta.get("sha256") != _digest_arrays(arrays):
             self._refuse(path, "saved block fails its checksum")
             return None
-        return _decoded(arrays)
+        return _decoded(arrays, keep_codes)
 
-    def save_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
-        """Save the unit ``name``; float arrays of few distinct values are stored as codes (decoded on load)."""
+    def save_arrays(self, name: str, arrays: dict) -> None:
+        """Save the unit ``name``; float arrays of few distinct values are stored as codes (decoded on load),
+        :class:`CodedScores` as their codes and table."""
         if self.directory is not None:
             arrays = _encoded(arrays)
             meta = json.dumps({"stamp": self.stamp, "sha256": _digest_arrays(arrays)})

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from .coded import CodedScores, Tally
+
 
 # --------------------------------------------------------------------------
 # helpers
@@ -49,28 +51,17 @@ def _check_direction(direction: int) -> int:
     return int(direction)
 
 
-def _as_scores(x, name: str) -> np.ndarray:
+def _as_scores(x, name: str) -> "np.ndarray | CodedScores":
+    if isinstance(x, CodedScores):  # kept coded (its table holds no NaN)
+        if x.size == 0:
+            raise ValueError(f"{name} is empty")
+        return x.ravel()
     a = np.asarray(x, dtype=float).ravel()
     if a.size == 0:
         raise ValueError(f"{name} is empty")
     if np.isnan(a.min()):  # the minimum is NaN iff some score is (a reduction: no mask of the scores is made)
         raise ValueError(f"{name} contains NaN")
     return a
-
-
-class Tally:
-    """Scores that take a few distinct values, as those values (ascending) and how often each occurs: what
-    :func:`_counts_sorted` reads of sorted scores (``size``, ``searchsorted``), without sorting them."""
-
-    def __init__(self, values: np.ndarray, counts: np.ndarray):
-        self.values = values
-        self.below = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])  # runs below each value
-        self.size = int(self.below[-1])
-
-    def searchsorted(self, t, side: str = "left") -> np.ndarray:
-        """How many scores are ``< t`` (``side="left"``) or ``<= t`` (``"right"``): ``np.searchsorted`` of the
-        sorted scores."""
-        return self.below[np.searchsorted(self.values, t, side=side)]
 
 
 #: :func:`tally` counts scores of at most this many distinct values (one comparison pass per value)
@@ -91,8 +82,10 @@ def tally(s: np.ndarray) -> Tally | None:
     return Tally(values, counts) if counts.sum() == s.size else None
 
 
-def sorted_scores(s: np.ndarray) -> "np.ndarray | Tally":
-    """``s`` sorted, or its :class:`Tally` (the same counts at every cut) when it takes a few values."""
+def sorted_scores(s: "np.ndarray | CodedScores") -> "np.ndarray | Tally":
+    """``s`` sorted, or its :class:`Tally` (the same counts at every cut) when it is coded or takes a few values."""
+    if isinstance(s, CodedScores):
+        return s.tally()
     return tally(s) or np.sort(s)
 
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .coded import CodedScores
 from .rates import (Tally, _as_scores, _check_alpha, _check_delta, _check_direction, _counts_sorted, _wilson_upper,
                     epsilon_from_rates, sorted_scores)
 
@@ -44,6 +45,8 @@ def threshold_counts(
     t = np.asarray(thresholds, dtype=float)
     if np.isnan(t).any():
         raise ValueError("thresholds contain NaN")
+    if isinstance(s0, CodedScores) or isinstance(s1, CodedScores):  # counted per value: the same counts
+        return _counts_sorted(sorted_scores(s0), sorted_scores(s1), t, direction)
     if t.size <= FEW_THRESHOLDS:  # a few passes over the scores beat sorting them
         shape = t.shape
         t = t.ravel()

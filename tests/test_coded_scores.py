@@ -1,0 +1,113 @@
+"""Scores kept as byte codes into a table of their values: every figure taken from them equals the one the
+floats they stand for give, bit for bit (estimates, ROC curves, the store, the join of blocks)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from audits.checks import CLAIMS
+from audits.stats.coded import CodedScores, one_table, stacked
+from audits.stats.estimators import ESTIMATORS
+
+
+def coded(rng, shape, values) -> CodedScores:
+    """Random codes into ``values`` (ascending), each value with its own frequency (some may not occur)."""
+    p = rng.dirichlet(np.ones(len(values)) * 0.5)
+    return CodedScores(rng.choice(len(values), size=shape, p=p).astype(np.uint8), np.asarray(values, float))
+
+
+def tables(rng):
+    """Tables of 1 to 256 values, at several scales, one with a zero."""
+    yield np.array([-0.7, 0.7])
+    yield np.array([-2.0, 0.0, 1.5])
+    for size in (1, 5, 9, 40, 256):
+        yield np.unique(rng.normal(size=size) * rng.choice([1e-3, 1.0, 100.0]))
+
+
+@pytest.mark.parametrize("kind", [k for k, cls in ESTIMATORS.items() if cls.input == "pairs"])
+def test_every_pairs_estimator_judges_coded_scores_as_their_floats(kind):
+    cls = ESTIMATORS[kind]
+    estimator = cls(**cls.test_params)
+    claim = next(c for c in CLAIMS.values() if estimator.supports(c))
+    rng = np.random.default_rng(5)
+    for values in tables(rng):
+        for n in (3, 2_001, 40_000):
+            scores = coded(rng, (2, n), values)
+            floats = np.asarray(scores)
+            assert estimator.estimate(scores, None, claim, 0.05).to_dict() == \
+                estimator.estimate(floats, None, claim, 0.05).to_dict()
+
+
+def test_coded_roc_curves_are_the_float_ones():
+    from audits.io.plots import roc_curve
+
+    rng = np.random.default_rng(6)
+    for values in tables(rng):
+        for n in (1, 500, 300_000):  # above ROC_SAMPLE the thresholds come from a strided sample
+            neg, pos = coded(rng, n, values), coded(rng, n + 7, values)
+            for direction in (1, -1):
+                got, want = roc_curve(neg, pos, direction), roc_curve(np.asarray(neg), np.asarray(pos), direction)
+                assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+
+
+def test_tables_with_minus_zero_beside_zero_or_nan_are_not_coded():
+    codes = np.array([0, 1, 1], np.uint8)
+    assert CodedScores.from_table(codes, np.array([-0.0, 0.0])) is None
+    assert CodedScores.from_table(codes, np.array([1.0, np.nan])) is None
+    assert CodedScores.from_table(np.arange(3, dtype=np.uint8), np.array([2.0, -1.0, 2.0])).values.tolist() == [-1, 2]
+    with pytest.raises(ValueError):
+        CodedScores(codes, np.array([1.0, 1.0]))  # a table must be strictly ascending
+    a, b = CodedScores(codes, np.array([0.0, 1.0])), CodedScores(codes, np.array([-0.0, 2.0]))
+    assert one_table([a, b]) is None  # their union cannot keep both zeros
+
+
+def test_scores_from_a_table_are_the_table_looked_up():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        table = rng.choice([-1.5, 0.25, 3.0, 7.0], size=rng.integers(1, 256))
+        indices = rng.integers(0, table.size, 1000).astype(np.uint8)
+        got = CodedScores.from_table(indices, table)
+        assert np.asarray(got).tobytes() == table[indices].tobytes()
+
+
+def test_coded_scores_of_other_tables_join_on_their_union():
+    rng = np.random.default_rng(8)
+    parts = [coded(rng, (1, 2, 100), v) for v in ([-1.0, 2.0], [0.5, 2.0, 9.0], [-1.0, 2.0])]
+    joined = stacked([parts])
+    assert joined.values.tolist() == [-1.0, 0.5, 2.0, 9.0]
+    assert np.asarray(joined).tobytes() == np.stack([[np.asarray(p) for p in parts]]).tobytes()
+    too_many = [coded(rng, 10, np.arange(200.0)), coded(rng, 10, np.arange(200.0) + 0.5)]
+    assert one_table(too_many) is None
+
+
+def test_blocks_join_coded_and_fall_back_to_floats():
+    from audits.designs.base import _Joined
+
+    rng = np.random.default_rng(9)
+    blocks = [{"scores": coded(rng, (1, 2, 50), np.arange(100.0) + k / 3)} for k in range(3)]
+    blocks.append({"scores": rng.normal(size=(1, 2, 50))})  # a block whose scores were not coded
+    for keep in (2, 3, 4):
+        joined = _Joined(1, [50] * keep)
+        for index, block in enumerate(blocks[:keep]):
+            joined.add(0, index, block)
+        scores = joined.scores()[0].scores
+        assert isinstance(scores, CodedScores) == (keep == 2)  # the third table takes the union to 300 values
+        want = np.concatenate([np.asarray(b["scores"]) for b in blocks[:keep]], axis=-1)
+        assert np.asarray(scores).tobytes() == want.tobytes()
+
+
+def test_the_store_keeps_coded_scores_coded_and_reads_blocks_it_coded_before(tmp_path):
+    from audits.io.store import Progress
+
+    progress = Progress(tmp_path, {"scenario": 1}, resume=False)
+    rng = np.random.default_rng(10)
+    scores = coded(rng, (1, 2, 3000), [-0.5, 0.25, 4.0])
+    progress.save_arrays("fresh", {"scores": scores})
+    # a block written before coded scores: float scores the store codes by itself, and float ones it cannot
+    progress.save_arrays("earlier", {"scores": np.asarray(scores)})
+    progress.save_arrays("floats", {"scores": rng.normal(size=(1, 2, 3000))})
+    for name in ("fresh", "earlier"):
+        back = progress.load_arrays(name, keep_codes=("scores",))["scores"]
+        assert isinstance(back, CodedScores) and np.asarray(back).tobytes() == np.asarray(scores).tobytes()
+        assert progress.load_arrays(name)["scores"].tobytes() == np.asarray(scores).tobytes()  # decoded
+    assert isinstance(progress.load_arrays("floats", keep_codes=("scores",))["scores"], np.ndarray)
