@@ -23,7 +23,7 @@ from simulator.neighbours import is_local, sketches_under
 from simulator.seeds import stream
 from simulator.transcript import MessagesView, View
 
-from ..stats.coded import CodedScores, stacked
+from ..stats.coded import CodedScores, one_table
 from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
 
 
@@ -39,24 +39,27 @@ def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> Vie
                         for _ in pair.queries)
         messages = mechanism.release(sketches_under(mechanism, rows, queries), rng)
         return MessagesView(messages=messages, queries=queries)
-    messages = mechanism.release(pair.sketches[worlds], rng)
-    return MessagesView(messages=messages, queries=pair.queries)
+    if worlds.size and worlds.strides[0] == 0:  # one world for every run (a broadcast): its sketch, not a gather
+        sketches = np.broadcast_to(pair.sketches[worlds[0]], worlds.shape + pair.sketches.shape[1:])
+    else:
+        sketches = pair.sketches[worlds]
+    return MessagesView(messages=mechanism.release(sketches, rng), queries=pair.queries)
 
 
 def replay_block(job, pair, target: int, index: int, size: int) -> dict:
     """Scores (attacks, 2, size) of ``size`` replayed runs per world, from streams ("trials", target, index, world).
 
-    Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``).
+    Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``), both
+    worlds' runs looked up at once.
     """
-    views = [replay(job.mechanism, pair, np.full(size, world), stream(job.root(), "trials", target, index, world))
-             for world in (0, 1)]
-    tables = [[a.score_table(job.mechanism, pair, v) for v in views] for a in job.attacks]
-    if all(t is not None for row in tables for t in row):
-        coded = [[CodedScores.from_table(*t) for t in row] for row in tables]
-        if all(c is not None for row in coded for c in row) and (joined := stacked(coded)) is not None:
-            return {"scores": joined}
-    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) if t is None else t[1][t[0]]
-                                 for v, t in zip(views, row)] for a, row in zip(job.attacks, tables)])}
+    views = [replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size),
+                    stream(job.root(), "trials", target, index, world)) for world in (0, 1)]
+    both = MessagesView(messages=np.concatenate([v.messages for v in views]), queries=views[0].queries)
+    tables = [a.score_table(job.mechanism, pair, both) for a in job.attacks]
+    coded = [None if t is None else CodedScores.from_table(*t) for t in tables]
+    if all(c is not None for c in coded) and (coded := one_table(coded)) is not None:
+        return {"scores": CodedScores(np.stack([c.codes.reshape(2, size) for c in coded]), coded[0].values)}
+    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,6 @@ def _fitted(job, pair, trials):
     from dataclasses import replace
 
     def sample(world, seed):
-        return replay(job.mechanism, pair, np.full(trials, world), np.random.default_rng(seed))
+        return replay(job.mechanism, pair, np.broadcast_to(np.int64(world), trials), np.random.default_rng(seed))
 
     return replace(job, attacks=fit_attacks(job, pair, sample))

@@ -122,13 +122,3 @@ def one_table(parts: list[CodedScores]) -> list[CodedScores] | None:
     if not all(_same_bits(union[place], p.values) for place, p in zip(places, parts)):  # -0.0 beside 0.0
         return None
     return [CodedScores(place.astype(np.uint8)[p.codes], union) for place, p in zip(places, parts)]
-
-
-def stacked(rows: list[list[CodedScores]]) -> CodedScores | None:
-    """Coded scores of equal shapes as one, the rows on axis 0 and their entries on axis 1 (None: no one table)."""
-    flat = one_table([c for row in rows for c in row])
-    if flat is None:
-        return None
-    width = len(rows[0])
-    codes = np.stack([np.stack([c.codes for c in flat[i:i + width]]) for i in range(0, len(flat), width)])
-    return CodedScores(codes, flat[0].values)
