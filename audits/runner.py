@@ -163,7 +163,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     report(f"simulating the world until t={churn.horizon:g}"
            + (f" with {len(inserted)} canaries in it" if inserted is not None else ""))
     recorder = _ProgressRecorder(report, churn.horizon, **recording_needs(mechanism, population, job.view),
-                                 statistics="statistics" in job.attack_views)
+                                 statistics="statistics" in job.attack_views, watched="messages" in job.attack_views)
     transcript = run_protocol(mechanism, population, catalogue, churn, world_seed, recorder=recorder,
                               inserted=inserted)
     utility = measure_utility(mechanism, population, catalogue, transcript)

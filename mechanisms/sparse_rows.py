@@ -39,3 +39,24 @@ def take_rows(matrix: sparse.csr_array, index: np.ndarray | slice) -> sparse.csr
         return sparse.csr_array((matrix.data[lo:hi], matrix.indices[lo:hi], indptr[start:stop + 1] - lo),
                                 shape=(stop - start, matrix.shape[1]))
     return matrix[index]
+
+
+def gather_rows(parts: list, chunk: int = 2 ** 16) -> sparse.csr_array:
+    """``stack_rows([take_rows(m, index) for m, index in parts])`` in arrays allocated once and filled ``chunk``
+    rows at a time: no taken part is ever held beside the stack (a panel of a whole population and the
+    canaries joining it cost one copy, not two)."""
+    picks = [(sparse.csr_array(m), np.arange(m.shape[0])[index]) for m, index in parts]
+    counts = np.concatenate([np.diff(m.indptr)[index] for m, index in picks])
+    nnz, n_cols = int(counts.sum()), picks[0][0].shape[1]
+    index_dtype = np.int32 if max(nnz, counts.size, n_cols) < _INT32_LIMIT else np.int64
+    indptr = np.zeros(counts.size + 1, index_dtype)
+    np.cumsum(counts, out=indptr[1:])
+    data = np.empty(nnz, np.result_type(*(m.dtype for m, _ in picks)))
+    indices = np.empty(nnz, index_dtype)
+    at = 0
+    for matrix, index in picks:
+        for start in range(0, index.size, chunk):
+            block = matrix[index[start:start + chunk]]
+            data[at:at + block.nnz], indices[at:at + block.nnz] = block.data, block.indices
+            at += block.nnz
+    return sparse.csr_array((data, indices, indptr), shape=(counts.size, n_cols))

@@ -58,10 +58,11 @@ class ActiveUsers:
     carried: np.ndarray | None
 
     @classmethod
-    def arriving(cls, ids: np.ndarray, departure: np.ndarray, rows: UserBatch, inserted: bool,
+    def arriving(cls, ids: np.ndarray, departure: np.ndarray, rows: UserBatch, inserted: bool | np.ndarray,
                  carried: np.ndarray | None) -> "ActiveUsers":
-        """New users who have not answered yet."""
-        return cls(ids, departure, np.zeros(ids.size, np.int64), np.full(ids.size, inserted), rows, carried)
+        """New users who have not answered yet (``inserted``: all, none, or per user)."""
+        return cls(ids, departure, np.zeros(ids.size, np.int64), np.array(np.broadcast_to(inserted, ids.shape)),
+                   rows, carried)
 
     def __len__(self) -> int:
         return self.ids.size
@@ -112,21 +113,23 @@ class MechanismRun:
     # ---------------------------------------------------------------- who is present
 
     def admit(self, times: np.ndarray, departure: np.ndarray, clusters: np.ndarray, rows: UserBatch, now: float,
-              inserted: bool = False) -> None:
-        """Register users who arrived since the last tick; those already gone are never asked."""
+              inserted: bool | np.ndarray = False) -> None:
+        """Register users who arrived since the last tick (``inserted``: all, none, or per user); those already
+        gone are never asked."""
         ids = self.n_users + np.arange(times.size)
         self.arrival.append(times)
         self.departure.append(departure)
         self.cluster.append(clusters)
-        if inserted:
-            self.inserted_ids.append(ids)
+        inserted = np.broadcast_to(inserted, ids.shape)
+        if inserted.any():
+            self.inserted_ids.append(ids[inserted])
         if rows.held_out is not None:
             self.recorder.held_out(ids, rows.held_out)
         self.n_users += times.size
         stays = departure > now
         k = int(stays.sum())
         self.active = self.active.concat(ActiveUsers.arriving(
-            ids[stays], departure[stays], rows if k == times.size else rows.take(stays), inserted,
+            ids[stays], departure[stays], rows if k == times.size else rows.take(stays), inserted[stays],
             self.mechanism.init_carried(k)))
 
     def _keep_active(self, keep: np.ndarray) -> None:
@@ -216,15 +219,31 @@ class MechanismRun:
             self._admit_inserted(tick, env.now)
 
     def panel_arrival(self, env: simpy.Environment):
-        """The whole cohort arrives at the first tick and stays until it has answered every round."""
-        yield env.timeout(self.schedule.query_interval - env.now)
+        """The whole cohort arrives at the first tick and stays until it has answered every round; users inserted
+        at that tick join it in the same arrays (``_panel_rows``)."""
+        dt = self.schedule.query_interval
+        yield env.timeout(dt - env.now)
         n = self.schedule.n_users
-        clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
-        self.admit(np.full(n, env.now), np.full(n, np.inf), clusters, rows, env.now)
+        joining = np.zeros(0, np.int64) if self.inserted is None else np.flatnonzero(self.inserted.ticks == 1)
+        clusters, rows = self._panel_rows(n, joining)
+        m = joining.size
+        self.admit(np.full(n + m, env.now), np.full(n + m, np.inf), np.concatenate([clusters, np.full(m, -1)]), rows,
+                   env.now, inserted=np.arange(n + m) >= n)
         del clusters, rows  # the active set holds the rows: this frame must not keep a second copy alive
-        for tick in itertools.count(1):
+        for tick in itertools.count(2):
+            yield env.timeout(tick * dt - env.now)
             self._admit_inserted(tick, env.now)
-            yield env.timeout((tick + 1) * self.schedule.query_interval - env.now)
+
+    def _panel_rows(self, n: int, joining: np.ndarray) -> tuple[np.ndarray, UserBatch]:
+        """``n`` panel users' clusters, and their rows followed by the inserted users ``joining``: a matrix
+        population's rows are taken straight into the joint arrays (one copy of the panel, never two)."""
+        draw_sources = getattr(self.population, "draw_sources", None)
+        if draw_sources is not None:
+            source = draw_sources(n, self.rng_users)
+            return source, UserBatch.gather([(self.population.rows, source), (self.inserted.rows, joining)]
+                                            if joining.size else [(self.population.rows, source)])
+        clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
+        return clusters, UserBatch.concat([rows, self.inserted.rows.take(joining)]) if joining.size else rows
 
     def query_rounds(self, env: simpy.Environment):
         for tick in itertools.count(1):

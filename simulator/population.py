@@ -258,19 +258,20 @@ class RankOnePopulation(Population, kind="rank_one"):
 
     def draw(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator,
              batch: int = 20_000) -> tuple[np.ndarray, sparse.csr_array]:
-        """Users' factors ``u`` and their observed ratings (CSR), drawn ``batch`` users at a time."""
+        """Users' factors ``u`` and their observed ratings (CSR, each row sorted by item), drawn ``batch`` users at
+        a time straight into the table's arrays (32-bit indices where they fit: no second table while drawing)."""
         u = _nonzero_unit(n_users, rng)
-        w, rows = self.ratings_per_user, []
+        w = self.ratings_per_user
+        index = np.int32 if max(n_users * w, self.n_items) < 2 ** 31 else np.int64
+        values, items = np.empty(n_users * w), np.empty(n_users * w, index)
         for start in range(0, n_users, batch):
             stop = min(n_users, start + batch)
-            rated = _draw_rated(stop - start, self.n_items, w, rng)
-            values = u[start:stop, None] * catalogue.item_factors[rated]
-            indptr = np.arange(0, (stop - start) * w + 1, w, dtype=np.int32)  # 32-bit indices: half the bytes
-            rows.append(sparse.csr_array((values.ravel(), rated.ravel().astype(np.int32), indptr),
-                                         shape=(stop - start, self.n_items)))
-        table = sparse.vstack(rows, format="csr") if rows else sparse.csr_array((0, self.n_items))
-        table.sort_indices()
-        return u, table
+            rated = np.sort(_draw_rated(stop - start, self.n_items, w, rng), axis=1)
+            items[start * w:stop * w] = rated.ravel()
+            np.multiply(u[start:stop, None], catalogue.item_factors[rated],
+                        out=values[start * w:stop * w].reshape(stop - start, w))
+        indptr = np.arange(0, n_users * w + 1, w, dtype=index)
+        return u, sparse.csr_array((values, items, indptr), shape=(n_users, self.n_items))
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         u, table = self.draw(n_users, catalogue, rng)
@@ -302,6 +303,6 @@ def rank_one_world(n_users: int, n_items: int, ratings_per_user: int, rng: np.ra
     catalogue = population.catalogue(rng)
     u, observed = population.draw(n_users, catalogue, rng)
     seed = np.random.SeedSequence(rng.integers(2**63))
-    train, test = split_ratings(observed, test_fraction, None, seed)
+    train, test = split_ratings(observed, test_fraction, None, seed, in_place=True)  # (the draw is ours)
     ids = np.arange(n_users), np.arange(n_items)
     return RankOneWorld(RatingsData(train, test, *ids), u, catalogue.item_factors)

@@ -182,8 +182,13 @@ class MatrixPopulation:
         return Catalogue(self.rows.n_items, 1, None, max(1, int(per_user.max(initial=1))))
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
-        source = _without_replacement(np.arange(len(self.rows)), n_users, rng, self._draws)
+        source = self.draw_sources(n_users, rng)
         return source, self.rows.take(source)
+
+    def draw_sources(self, n_users: int, rng: np.random.Generator) -> np.ndarray:
+        """The rows of ``n_users`` users ``sample_users`` would take (the engine takes them itself, together with
+        the users joining them)."""
+        return _without_replacement(np.arange(len(self.rows)), n_users, rng, self._draws)
 
     @classmethod
     def from_ratings(cls, data: RatingsData, like_threshold: float, max_rating: float) -> "MatrixPopulation":
@@ -191,10 +196,13 @@ class MatrixPopulation:
         with 32-bit indices (no round trip through COO; a run's slices of rows then share its arrays)."""
         train = compact(data.train)
         liked = train.data >= like_threshold
-        before = np.zeros(train.nnz + 1, train.indptr.dtype)  # likes among the first k entries
-        np.cumsum(liked, dtype=before.dtype, out=before[1:])
-        likes = sparse.csr_array((np.ones(int(before[-1]), bool), train.indices[liked], before[train.indptr]),
-                                 shape=train.shape)
+        rated = np.flatnonzero(np.diff(train.indptr))  # each row's likes by one reduceat (no count per entry)
+        per_row = np.zeros(train.shape[0], train.indptr.dtype)
+        if rated.size:
+            per_row[rated] = np.add.reduceat(liked, train.indptr[rated], dtype=per_row.dtype)
+        indptr = np.zeros(train.shape[0] + 1, train.indptr.dtype)
+        np.cumsum(per_row, out=indptr[1:])
+        likes = sparse.csr_array((np.ones(int(indptr[-1]), bool), train.indices[liked], indptr), shape=train.shape)
         return cls(UserBatch(train, likes), data.test, max_rating)
 
 

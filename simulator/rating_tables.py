@@ -60,12 +60,40 @@ def withhold(rows: UserBatch, k: int, rng: np.random.Generator) -> UserBatch:
                      sparse.csr_array((val, (row, col)), shape=train.shape))
 
 
-def _entries(table: sparse.csr_array, mask: np.ndarray) -> sparse.csr_array:
-    """The stored entries of a canonical CSR table where ``mask`` (over its entries) is true."""
-    rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows[mask], minlength=table.shape[0]))))
-    return sparse.csr_array((table.data[mask], table.indices[mask], indptr.astype(table.indptr.dtype)),
-                            shape=table.shape)
+def _entry_rows(indptr: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The row of each stored entry at ``positions`` of a CSR table with ``indptr``."""
+    return np.searchsorted(indptr, positions, side="right") - 1
+
+
+def _kept_per_row(table: sparse.csr_array, mask: np.ndarray) -> np.ndarray:
+    """How many of each row's entries ``mask`` keeps, from the positions of the smaller of kept and dropped
+    (no row index per entry: that is 8 bytes a rating)."""
+    n = table.shape[0]
+    if 2 * np.count_nonzero(mask) <= mask.size:
+        return np.bincount(_entry_rows(table.indptr, np.flatnonzero(mask)), minlength=n)
+    return np.diff(table.indptr) - np.bincount(_entry_rows(table.indptr, np.flatnonzero(~mask)), minlength=n)
+
+
+def _compress_in_place(array: np.ndarray, mask: np.ndarray, chunk: int = 2 ** 20) -> np.ndarray:
+    """``array[mask]`` written over ``array``'s own start, a chunk at a time: a view of its first entries."""
+    kept = 0
+    for start in range(0, array.size, chunk):
+        part = array[start:start + chunk][mask[start:start + chunk]]
+        array[kept:kept + part.size] = part
+        kept += part.size
+    return array[:kept]
+
+
+def _entries(table: sparse.csr_array, mask: np.ndarray, in_place: bool = False) -> sparse.csr_array:
+    """The stored entries of a canonical CSR table where ``mask`` (over its entries) is true; ``in_place``: in
+    ``table``'s own arrays (which it overwrites), so a table and its copy are never held side by side."""
+    indptr = np.zeros(table.shape[0] + 1, table.indptr.dtype)
+    np.cumsum(_kept_per_row(table, mask), out=indptr[1:])
+    if in_place:
+        data, indices = _compress_in_place(table.data, mask), _compress_in_place(table.indices, mask)
+    else:
+        data, indices = table.data[mask], table.indices[mask]
+    return sparse.csr_array((data, indices, indptr), shape=table.shape)
 
 
 def held_out_per_user(table: sparse.csr_array, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -81,11 +109,13 @@ def held_out_per_user(table: sparse.csr_array, test_fraction: float, rng: np.ran
 
 
 def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per_user: int | None,
-                  seed: np.random.SeedSequence, split: str = "uniform") -> tuple[sparse.csr_array, sparse.csr_array]:
+                  seed: np.random.SeedSequence, split: str = "uniform",
+                  in_place: bool = False) -> tuple[sparse.csr_array, sparse.csr_array]:
     """Train and test tables: ``test_fraction`` of the ratings held out (``uniform``: exactly, over all
     ratings; ``per_user``: that fraction of each user's), then the training ratings capped at
     ``max_ratings_per_user`` per user (the order of Jain et al.'s experiments). Draws depend only on
-    the table (its canonical order), not on a file's row order."""
+    the table (its canonical order), not on a file's row order. ``in_place``: the training table reuses (and
+    overwrites) ``table``'s arrays."""
     table = sparse.csr_array(table)
     table.sort_indices()
     test = held_out_per_user(table, test_fraction, stream(seed, "test")) if split == "per_user" else \
@@ -94,7 +124,8 @@ def split_ratings(table: sparse.csr_array, test_fraction: float, max_ratings_per
     if max_ratings_per_user is not None:
         rows = np.repeat(np.arange(table.shape[0]), np.diff(table.indptr))
         train[train] = capped(rows[train], max_ratings_per_user, stream(seed, "cap"))
-    return _entries(table, train), _entries(table, test)
+    test_table = _entries(table, test)
+    return _entries(table, train, in_place), test_table
 
 
 # ---------------------------------------------------------------- writing (tests, benchmarks)

@@ -106,15 +106,19 @@ class Recorder:
     watched). ``messages="all"`` also keeps every user's messages (small
     worlds, tests); ``outputs="all"`` every user's personal output (the
     joint-DP ``others`` view); ``answers=False`` drops the per-answer log
-    (learning curves over millions of users); ``statistics=True`` keeps the mechanism's noisy
-    statistics at each release (the white-box view).
+    (learning curves over millions of users); ``watched=False`` drops the watched users' answers too (a run
+    whose views read no message); ``statistics=True`` keeps the mechanism's noisy statistics at each release
+    (the white-box view). The answer log is kept as each batch's time and 32-bit user ids (4 bytes an answer,
+    not 16) and expanded in :meth:`transcript`, once the users' rows are gone.
     """
 
     def __init__(self, watch=(), messages: Literal["all", "watched"] = "watched",
-                 outputs: Literal["all", "watched"] = "watched", answers: bool = True, statistics: bool = False):
+                 outputs: Literal["all", "watched"] = "watched", answers: bool = True, statistics: bool = False,
+                 watched: bool = True):
         self.watch = set(int(u) for u in watch)
         self.keep_all_messages, self.keep_all_outputs, self.keep_answers = messages == "all", outputs == "all", answers
-        self.answer_time: list[np.ndarray] = []
+        self.keep_watched = watched
+        self.answer_time: list[tuple[float, int]] = []  # (time, answers) of each batch
         self.answer_user: list[np.ndarray] = []
         self.messages: list[np.ndarray] = []
         self.watched: list[WatchedAnswers] = []
@@ -133,11 +137,11 @@ class Recorder:
     def answers(self, now: float, ids: np.ndarray, answer: np.ndarray, watched: np.ndarray, queries, messages,
                 take) -> None:
         if self.keep_answers:
-            self.answer_time.append(np.full(ids.size, now))
-            self.answer_user.append(ids.copy())
+            self.answer_time.append((now, ids.size))
+            self.answer_user.append(ids.astype(np.int32) if ids.size == 0 or ids.max() < 2 ** 31 else ids.copy())
         if self.keep_all_messages:
             self.messages.append(messages)
-        if watched.any():
+        if self.keep_watched and watched.any():
             rows = np.flatnonzero(watched)
             self.watched.append(WatchedAnswers(ids[rows], answer[rows], np.full(rows.size, now), take(queries, rows),
                                                messages[rows]))
@@ -172,7 +176,9 @@ class Recorder:
             output_user = cat([p.users for p in self.output_parts], np.int64)
             outputs = stack_rows([p.outputs for p in self.output_parts])
         return Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
-                          answer_time=cat(self.answer_time, float), answer_user=cat(self.answer_user, np.int64),
+                          answer_time=np.repeat([t for t, _ in self.answer_time], [n for _, n in self.answer_time]
+                                                ).astype(float),
+                          answer_user=cat(self.answer_user, np.int64).astype(np.int64, copy=False),
                           messages=stack_rows(self.messages) if self.keep_all_messages and self.messages
                           else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
                           releases=self.releases, rounds=self.rounds, watched=watched,

@@ -209,3 +209,51 @@ def test_an_update_every_k_users_runs_through_the_engine_as_a_hand_written_loop_
             assert np.allclose(transcript.releases[1].item_labels.sigma, state.model.sigma)
     assert np.allclose(transcript.releases[-1].item_labels.sigma, state.model.sigma)
     assert state.model.private_users == transcript.releases[-1].item_labels.private_users == 50
+
+
+def test_a_panel_and_the_canaries_joining_it_are_taken_in_one_go_as_the_two_admissions_would_be():
+    """A matrix population's panel and the users inserted at the first tick are gathered into one set of arrays
+    (no copy of the panel beside the joint one); the run equals the one that takes the panel, then adds them."""
+    from mechanisms.frank_wolfe import PrivateFrankWolfe
+    from simulator.populations import MatrixPopulation
+    from simulator.schedules import Panel
+
+    class TakenThenJoined(MatrixPopulation):  # hides draw_sources: the engine samples, then concatenates
+        draw_sources = None
+
+        def sample_users(self, n_users, catalogue, rng):
+            source = MatrixPopulation.draw_sources(self, n_users, rng)
+            return source, self.rows.take(source)
+
+    rng = np.random.default_rng(7)
+    rows = UserBatch.from_masks(rng.random((60, 20)) < 0.3, rng.random((60, 20)) < 0.5,
+                                np.where(rng.random((60, 20)) < 0.5, -1.0, 1.0))
+    inserted = Inserted(UserBatch.from_masks(rng.random((5, 20)) < 0.3, np.zeros((5, 20), bool)),
+                        np.array([1, 1, 1, 2, 1]))
+    runs = []
+    for kind in (MatrixPopulation, TakenThenJoined):
+        population = kind(rows)
+        mech = PrivateFrankWolfe(epsilon=1.0, iterations=3)
+        runs.append(run_protocol(mech, population, population.catalogue(None), Panel(60, rounds=3, batch_size=16),
+                                 np.random.SeedSequence(8), recorder=Recorder(outputs="all"), inserted=inserted))
+    joined, apart = runs
+    assert joined.inserted.tolist() == apart.inserted.tolist() == [60, 61, 62, 63, 64]
+    for name in ("user_cluster", "answer_user", "answer_time", "output_user"):
+        np.testing.assert_array_equal(getattr(joined, name), getattr(apart, name))
+    np.testing.assert_array_equal(joined.outputs.coefficients, apart.outputs.coefficients)
+    np.testing.assert_array_equal(joined.releases[-1].item_labels["basis"], apart.releases[-1].item_labels["basis"])
+
+
+def test_the_answer_log_is_the_same_kept_compactly_and_watched_answers_can_be_left_out():
+    cfg, seed = churn(queries_per_user=2), np.random.SeedSequence(9)
+    inserted = Inserted(canaries(3), np.array([1, 2, 3]))
+    full = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, seed, inserted=inserted)
+    lean = run_protocol(MaxSense(epsilon=1.0), POP, catalogue(), cfg, seed, inserted=inserted,
+                        recorder=Recorder(watched=False))
+    assert full.watched is not None and lean.watched is None
+    assert full.answer_user.dtype == np.int64 and full.answer_time.dtype == float
+    # one time per answer, each the time of a query round; users by id
+    assert full.answer_time.size == full.answer_user.size > 0
+    assert set(np.unique(full.answer_time)) <= set(r.time for r in full.rounds)
+    for name in ("answer_user", "answer_time"):
+        np.testing.assert_array_equal(getattr(full, name), getattr(lean, name))

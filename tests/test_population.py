@@ -204,3 +204,44 @@ def test_matrix_population_rows_are_those_built_from_coo_with_32_bit_indices():
     both = UserBatch.concat([rows, UserBatch.from_masks(rng.random((3, 30)) < 0.5, rng.random((3, 30)) < 0.5)])
     assert both.ratings.indices.dtype == np.int32 and both.likes.indptr.dtype == np.int32
     np.testing.assert_array_equal(both.ratings.toarray()[:200], table.toarray())
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.9])  # the kept entries counted from the kept or the dropped ones
+def test_a_split_in_place_gives_the_tables_a_copying_split_gives(fraction):
+    from simulator.ratings import split_ratings
+
+    rng = np.random.default_rng(11)
+    table = sparse.random_array((300, 40), density=0.2, format="csr", rng=rng)
+    table = sparse.csr_array(table[np.flatnonzero(rng.random(300) < 0.8)])  # (with empty rows)
+    seed = np.random.SeedSequence(3)
+    train, test = split_ratings(table, fraction, None, seed)
+    own = sparse.csr_array((table.data.copy(), table.indices.copy(), table.indptr.copy()), shape=table.shape)
+    train2, test2 = split_ratings(own, fraction, None, seed, in_place=True)
+    assert test.nnz == round(fraction * table.nnz)
+    assert np.shares_memory(train2.data, own.data) or fraction > 0.5  # (scipy copies a view under half its base)
+    for got, want in ((train2, train), (test2, test)):
+        for name in ("data", "indices", "indptr"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    np.testing.assert_array_equal((train + test).toarray(), table.toarray())
+
+
+def test_gathered_rows_are_the_concatenated_takes():
+    rng = np.random.default_rng(12)
+
+    def batch(n, held=False):
+        rated = rng.random((n, 25)) < 0.3
+        b = UserBatch.from_masks(rated, rated & (rng.random((n, 25)) < 0.5), np.where(rated, 2.0, 1.0))
+        b = b.with_private(sparse.csr_array(rated & (rng.random((n, 25)) < 0.3)))
+        return UserBatch(b.ratings, b.likes, b.private, sparse.csr_array(rng.random((n, 25)) < 0.1) if held else None)
+
+    a, b = batch(50, held=True), batch(7)
+    parts = [(a, rng.permutation(50)[:40]), (b, slice(2, 6)), (a, np.zeros(0, np.int64))]
+    want = UserBatch.concat([x.take(i) for x, i in parts])
+    got = UserBatch.gather(parts)
+    for name in ("ratings", "likes", "private", "held_out"):
+        np.testing.assert_array_equal(getattr(got, name).toarray(), getattr(want, name).toarray())
+    assert got.ratings.indices.dtype == np.int32
+    from mechanisms.sparse_rows import gather_rows
+
+    small_chunks = gather_rows([(x.ratings, i) for x, i in parts], chunk=3)
+    np.testing.assert_array_equal(small_chunks.toarray(), want.ratings.toarray())
