@@ -31,7 +31,7 @@ from scipy import sparse
 
 from .base import ParameterError, UserBatch, WorldInfo
 from . import frank_wolfe_runs as runs
-from .matrix_completion import (GramCompletion, GramState, LowRankRows, entry_rows, observed, row_norms,
+from .matrix_completion import (GramCompletion, GramState, LowRankRows, observed, per_entry, row_norms,
                                 symmetric_gaussian, top_eigenpair, upper_outer,
                                 with_values)
 
@@ -207,12 +207,11 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         new = coefficients.copy()
         new[:, :t - 1] *= shrink
         new[:, t - 1] = -(nuclear_bound / self.iterations) * u
-        rows = entry_rows(targets)
-        seen = shrink * seen + new[rows, t - 1] * basis[t - 1, targets.indices]
+        seen = shrink * seen + per_entry(targets, new[:, t - 1]) * basis[t - 1, targets.indices]
         if self.project:  # Π_{L,Ω}: rows scaled down to ‖P_Ω(Y_i)‖ ≤ L
-            factor = np.minimum(1.0, self.row_bound / np.maximum(row_norms(with_values(targets, seen)), 1e-300))
+            factor = np.minimum(1.0, self.row_bound / np.maximum(row_norms(targets, seen), 1e-300))
             new *= factor[:, None]
-            seen *= factor[rows]
+            seen *= per_entry(targets, factor)
         return new, seen
 
     def _respond(self, users: UserBatch, targets: sparse.csr_array, published: dict, carried: np.ndarray,

@@ -62,24 +62,31 @@ class LowRankRows:
         return self._clipped(np.einsum("er,re->e", self.coefficients[users], self.basis[:, items], optimize=False))
 
 
-def entry_rows(rows: sparse.csr_array) -> np.ndarray:
-    """The row index of every stored entry of a CSR matrix."""
-    return np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
-
-
 def with_values(rows: sparse.csr_array, values: np.ndarray) -> sparse.csr_array:
     """A CSR matrix with ``rows``' structure (Ω) and new stored ``values``."""
     return sparse.csr_array((values, rows.indices, rows.indptr), shape=rows.shape)
 
 
-def row_norms(rows: sparse.csr_array) -> np.ndarray:
-    return np.sqrt(np.asarray(with_values(rows, rows.data ** 2).sum(axis=1)).ravel())
+def per_entry(rows: sparse.csr_array, per_row: np.ndarray) -> np.ndarray:
+    """Each row's value in ``per_row`` repeated over its stored entries (``per_row[row of each entry]``)."""
+    return np.repeat(per_row, np.diff(rows.indptr))
+
+
+def row_norms(rows: sparse.csr_array, values: np.ndarray | None = None) -> np.ndarray:
+    """Each row's L2 norm, of its stored values or of ``values`` on its entries: scipy's row sums (one
+    ``reduceat`` over the rows holding entries), read straight off ``indptr`` without building a matrix."""
+    squares = (rows.data if values is None else values) ** 2
+    sums = np.zeros(rows.shape[0])
+    filled = np.flatnonzero(np.diff(rows.indptr))
+    if filled.size:
+        sums[filled] = np.add.reduceat(squares, rows.indptr[filled])
+    return np.sqrt(sums)
 
 
 def clip_rows(rows: sparse.csr_array, bound: float) -> sparse.csr_array:
     """Scale each row down to L2 norm at most ``bound`` (Π_{L,Ω} applied to observed entries)."""
     factor = np.minimum(1.0, bound / np.maximum(row_norms(rows), 1e-300))
-    return with_values(rows, rows.data * factor[entry_rows(rows)])
+    return with_values(rows, rows.data * per_entry(rows, factor))
 
 
 def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray) -> sparse.csr_array:
@@ -203,6 +210,7 @@ class GramCompletion(Mechanism):
     claim_neighbouring = "replace"
     #: the audit pair that moves a second-moment statistic most: disjoint rated sets
     audit_pair = "disjoint_support"
+    reads_likes = False  # users' ratings only
     #: False: a non-private baseline (no noise, claims nothing); twins switch the two below off
     noise_on: bool = field(default=True, init=False, repr=False)
     spend_noise: bool = field(default=True, init=False, repr=False)
@@ -342,7 +350,7 @@ class GramCompletion(Mechanism):
 
     def _targets(self, users: UserBatch, effects: centring.GlobalEffects | None) -> sparse.csr_array:
         """Y*_i on Ω (centred when ``centre`` says so), clipped to norm L (unless a twin skips the projections)."""
-        ratings = users.ratings.astype(float)
+        ratings = users.ratings.astype(float, copy=False)  # (clipping, centring and the messages make new values)
         if self.centre != "none":
             ratings = with_values(ratings, np.clip(ratings.data, *self.scale))
             ratings = centring.centred(ratings, effects.MAvg, centring.offsets(ratings, effects.MAvg, self.beta_p))

@@ -236,12 +236,13 @@ class MechanismRun:
 
     def _panel_rows(self, n: int, joining: np.ndarray) -> tuple[np.ndarray, UserBatch]:
         """``n`` panel users' clusters, and their rows followed by the inserted users ``joining``: a matrix
-        population's rows are taken straight into the joint arrays (one copy of the panel, never two)."""
+        population's rows are taken straight into the joint arrays (one copy of the panel, never two), without
+        their likes when the mechanism reads none."""
         draw_sources = getattr(self.population, "draw_sources", None)
         if draw_sources is not None:
             source = draw_sources(n, self.rng_users)
-            return source, UserBatch.gather([(self.population.rows, source), (self.inserted.rows, joining)]
-                                            if joining.size else [(self.population.rows, source)])
+            parts = [(self.population.rows, source)] + ([(self.inserted.rows, joining)] if joining.size else [])
+            return source, UserBatch.gather(parts, likes=self.mechanism.reads_likes)
         clusters, rows = self.population.sample_users(n, self.catalogue, self.rng_users)
         return clusters, UserBatch.concat([rows, self.inserted.rows.take(joining)]) if joining.size else rows
 

@@ -245,3 +245,14 @@ def test_gathered_rows_are_the_concatenated_takes():
 
     small_chunks = gather_rows([(x.ratings, i) for x, i in parts], chunk=3)
     np.testing.assert_array_equal(small_chunks.toarray(), want.ratings.toarray())
+
+
+def test_likes_left_out_stay_out_and_reading_them_fails():
+    rng = np.random.default_rng(13)
+    batch = UserBatch.from_masks(rng.random((9, 6)) < 0.5, rng.random((9, 6)) < 0.5)
+    lean = UserBatch.gather([(batch, slice(0, 5))], likes=False)
+    assert lean.likes is None and lean.take(np.array([1, 2])).likes is None
+    assert UserBatch.concat([lean, batch.take(slice(5, 9))]).likes is None
+    np.testing.assert_array_equal(lean.ratings.toarray(), batch.ratings.toarray()[:5])
+    with pytest.raises(AttributeError):
+        lean.liked
