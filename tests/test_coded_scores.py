@@ -111,3 +111,63 @@ def test_the_store_keeps_coded_scores_coded_and_reads_blocks_it_coded_before(tmp
         assert isinstance(back, CodedScores) and np.asarray(back).tobytes() == np.asarray(scores).tobytes()
         assert progress.load_arrays(name)["scores"].tobytes() == np.asarray(scores).tobytes()  # decoded
     assert isinstance(progress.load_arrays("floats", keep_codes=("scores",))["scores"], np.ndarray)
+
+
+def _block(job, pair, target, index, size):
+    """A block of two-valued coded scores drawn from (target, index); ``job`` names a block at which to fail."""
+    if index == job:
+        raise KeyboardInterrupt  # the run is stopped here
+    rng = np.random.default_rng([target, index])
+    return {"scores": CodedScores((rng.random((1, 2, size)) < 0.3).astype(np.uint8), np.array([-1.0, 2.0]))}
+
+
+def test_blocks_saved_in_units_resume_and_rebuild_whatever_unit_size_saved_them(tmp_path):
+    from audits.designs.base import blocks_per_unit, run_blocks, saved_scores
+    from audits.executors import SerialExecutor
+    from audits.io.store import Progress
+
+    trials, block_size, per_unit = 10_000, 100, blocks_per_unit(100)  # 100 blocks a target, 5 to a unit
+    assert per_unit == 5
+
+    def run(folder, per_unit, stop=None, resume=False):
+        messages = []
+        progress = Progress(tmp_path / folder, {"k": 1}, resume=resume)
+        scores = run_blocks(_block, stop, [None, None], trials, block_size, SerialExecutor(), progress,
+                            messages.append, per_unit)
+        return [np.asarray(s.scores) for s in scores], messages
+
+    whole, _ = run("whole", per_unit)
+    assert len(list((tmp_path / "whole").glob("block-*.npz"))) == 2 * 20
+    with pytest.raises(KeyboardInterrupt):  # stopped at block 57 of target 0: units 0 .. 50 are saved
+        run("stopped", per_unit, stop=57)
+    resumed, messages = run("stopped", per_unit, resume=True)
+    assert "resumed 55 of 200 trial blocks" in messages
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(resumed, whole))
+    # a folder saved a block to a unit (earlier versions) is read and resumed by units, and a grouped one read
+    run("blockwise", 1)
+    for folder in ("blockwise", "whole"):
+        rebuilt = saved_scores(Progress.saved(tmp_path / folder), "pairs", 2, trials, block_size)
+        assert all(np.asarray(r.scores).tobytes() == w.tobytes() for r, w in zip(rebuilt, whole))
+    (tmp_path / "blockwise" / "block-001-000007.npz").unlink()
+    resumed, messages = run("blockwise", per_unit, resume=True)
+    assert "resumed 199 of 200 trial blocks" in messages
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(resumed, whole))
+
+
+def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
+    # before two-valued codes were packed as bits, a block held its codes as bytes ("scores") beside their table
+    import json
+
+    from audits.io.store import Progress, _digest_arrays
+
+    progress = Progress(tmp_path, {"scenario": 1}, resume=False)
+    codes = (np.random.default_rng(12).random((1, 2, 4000)) < 0.4).astype(np.uint8)
+    arrays = {"scores": codes, "scores@values": np.array([-0.5, 0.5])}
+    meta = json.dumps({"stamp": progress.stamp, "sha256": _digest_arrays(arrays)})
+    np.savez(tmp_path / "block-000-000000.npz", **arrays, __recaudit_meta__=np.array(meta))
+    back = progress.load_arrays("block-000-000000", keep_codes=("scores",))["scores"]
+    assert isinstance(back, CodedScores) and back.codes.tobytes() == codes.tobytes()
+    progress.save_arrays("now", {"scores": back})  # saved today: packed, eight codes to a byte
+    with np.load(tmp_path / "now.npz") as saved:
+        assert saved["scores@bits"].nbytes == codes.size // 8
+    assert np.asarray(progress.load_arrays("now")["scores"]).tobytes() == np.asarray(back).tobytes()

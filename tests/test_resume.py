@@ -165,7 +165,7 @@ def test_corrupt_blocks_are_recomputed_with_one_line_each(tmp_path, capsys):
     blocks[1].write_bytes(b"garbage")
     saved = np.load(blocks[2])  # a valid file whose scores were altered after stamping
     arrays = {k: saved[k] for k in saved.files}
-    arrays["scores"] = arrays["scores"] + 1.0
+    arrays["scores@values"] = arrays["scores@values"] + 1.0  # the scores' table (their codes are packed bits)
     with open(blocks[2], "wb") as handle:
         np.savez(handle, **arrays)
     (out / "progress" / ".block-000-000001.npz.x1y2.tmp").write_bytes(b"half a write")

@@ -24,7 +24,7 @@ from simulator.seeds import stream
 from simulator.transcript import MessagesView, View
 
 from ..stats.coded import CodedScores, one_table
-from .base import Design, DesignError, DesignOutput, fit_attacks, run_blocks
+from .base import Design, DesignError, DesignOutput, block_sizes, blocks_per_unit, fit_attacks, run_blocks
 
 
 def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> View:
@@ -83,8 +83,9 @@ class LocalReplay(Design, kind="local_replay"):
                        f"sketch bits between its worlds; its test can show little more than that share of epsilon")
         if any(a.requires_fit for a in job.attacks):
             job = _fitted(job, pairs[0], trials)
+        per_unit = blocks_per_unit(len(block_sizes(trials, block_size)))
         return DesignOutput(pairs, run_blocks(replay_block, job, pairs, trials, block_size, executor, progress,
-                                              report))
+                                              report, per_unit))
 
 
 def _fitted(job, pair, trials):

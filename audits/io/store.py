@@ -160,6 +160,7 @@ def _digest_json(data: Any) -> str:
 
 _META = "__recaudit_meta__"
 _VALUES = "@values"  # suffix of a coded array's table of distinct values
+_BITS, _SHAPE = "@bits", "@shape"  # suffixes of the codes of a table of two values (or one), packed, and their shape
 
 
 def _coded(array: np.ndarray, limit: int = 255) -> tuple[np.ndarray, np.ndarray] | None:
@@ -191,7 +192,13 @@ def _encoded(arrays: dict) -> dict[str, np.ndarray]:
     out = {}
     for name, array in arrays.items():
         coded = (array.codes, array.values) if isinstance(array, CodedScores) else _coded(np.asarray(array))
-        out |= {name: array} if coded is None else {name: coded[0], name + _VALUES: coded[1]}
+        if coded is None:
+            out[name] = array
+        elif coded[1].size <= 2:  # codes of two values are bits: eight to a byte
+            out |= {name + _BITS: np.packbits(coded[0].reshape(-1), bitorder="little"),
+                    name + _SHAPE: np.array(coded[0].shape, np.int64), name + _VALUES: coded[1]}
+        else:
+            out |= {name: coded[0], name + _VALUES: coded[1]}
     return out
 
 
@@ -199,10 +206,15 @@ def _decoded(arrays: dict[str, np.ndarray], keep_codes: tuple[str, ...] = ()) ->
     """The arrays as saved; coded ones decoded, except those named in ``keep_codes`` whose table is a
     :class:`CodedScores` table (ascending, no NaN): those stay coded."""
     out = {}
-    for name, array in arrays.items():
-        values = arrays.get(name + _VALUES)
-        if name.endswith(_VALUES):
+    for key, array in arrays.items():
+        if key.endswith(_BITS):
+            name, shape = key[:-len(_BITS)], tuple(arrays[key[:-len(_BITS)] + _SHAPE])
+            array = np.unpackbits(array, count=int(np.prod(shape)), bitorder="little").reshape(shape)
+        elif key.endswith((_VALUES, _SHAPE)):
             continue
+        else:
+            name = key
+        values = arrays.get(name + _VALUES)
         if values is None:
             out[name] = array
         elif name in keep_codes and array.dtype == np.uint8 and _ascending(values):
