@@ -8,6 +8,8 @@ count taken from the floats they stand for.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 #: codes are bytes
@@ -57,12 +59,13 @@ class CodedScores:
         table = np.asarray(table)
         if table.dtype != np.float64 or table.ndim != 1:
             return None
-        values, inverse = np.unique(table, return_inverse=True)
-        if values.size > CODE_VALUES or np.isnan(values[-1]) or not _same_bits(values[inverse.ravel()], table):
+        found = _table_codes(table.tobytes())
+        if found is None:
             return None
-        if values.size == table.size and indices.dtype == np.uint8 and np.all(inverse.ravel() == np.arange(table.size)):
+        values, recode = found
+        if recode is None and indices.dtype == np.uint8:
             return cls(indices, values)  # the table is its own ascending order: the indices are the codes
-        return cls(inverse.ravel().astype(np.uint8)[indices], values)
+        return cls((np.arange(table.size, dtype=np.uint8) if recode is None else recode)[indices], values)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -108,6 +111,21 @@ class CodedScores:
         counts = self.counts()
         seen = counts > 0
         return Tally(self.values[seen], counts[seen])
+
+
+@functools.lru_cache(maxsize=64)
+def _table_codes(table: bytes) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(ascending distinct values, each entry's code or None when the table is already ascending and distinct)
+    of a float64 table's bytes; None when no byte code keeps its values bit for bit. Cached: an attack hands
+    the same table with every block."""
+    table = np.frombuffer(table, np.float64)
+    values, inverse = np.unique(table, return_inverse=True)
+    inverse = inverse.ravel()
+    if values.size > CODE_VALUES or np.isnan(values[-1]) or not _same_bits(values[inverse], table):
+        return None
+    values.setflags(write=False)
+    same = values.size == table.size and np.all(inverse == np.arange(table.size))
+    return values, None if same else inverse.astype(np.uint8)
 
 
 def one_table(parts: list[CodedScores]) -> list[CodedScores] | None:
