@@ -20,6 +20,7 @@ from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
 from .gram_sums import DENSE_CHUNK as _DENSE_CHUNK, gram  # noqa: F401 (gram re-exported)
+from .sparse_rows import csr
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,7 +65,7 @@ class LowRankRows:
 
 def with_values(rows: sparse.csr_array, values: np.ndarray) -> sparse.csr_array:
     """A CSR matrix with ``rows``' structure (Ω) and new stored ``values``."""
-    return sparse.csr_array((values, rows.indices, rows.indptr), shape=rows.shape)
+    return csr(values, rows.indices, rows.indptr, rows.shape)
 
 
 def per_entry(rows: sparse.csr_array, per_row: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .sparse_rows import gather_rows, narrow, stack_rows, take_rows
+from .sparse_rows import csr, from_entries, from_mask, gather_rows, index_dtype, stack_rows, take_rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,16 +47,20 @@ class UserBatch:
             values = np.where(liked, 1.0, -1.0)
         elif np.any(np.asarray(values)[rated] == 0):
             raise ValueError("a rating's value may not be 0 (it would vanish from the sparse matrix)")
-        return cls(narrow(sparse.csr_array(np.where(rated, values, 0.0))), narrow(sparse.csr_array(liked)))
+        return cls(from_mask(rated, np.asarray(values, float)), from_mask(liked, np.ones(liked.shape, bool)))
 
     @classmethod
     def from_coo(cls, users: np.ndarray, items: np.ndarray, values: np.ndarray, liked: np.ndarray,
                  shape: tuple[int, int]) -> "UserBatch":
-        """From one entry per rating (no duplicate (user, item) pairs, no zero values)."""
-        ratings = sparse.csr_array((np.asarray(values, float), (users, items)), shape=shape)
-        likes = sparse.csr_array((np.ones(int(np.count_nonzero(liked)), bool), (users[liked], items[liked])),
-                                 shape=shape)
-        return cls(narrow(ratings), narrow(likes))
+        """From one entry per rating (no duplicate (user, item) pairs, no zero values); rows sorted by item."""
+        users, items = np.asarray(users, np.int64), np.asarray(items, np.int64)
+        values, liked = np.asarray(values, float), np.asarray(liked, bool)
+        key = users * shape[1] + items
+        if np.any(key[1:] <= key[:-1]):  # (already in order when drawn user by user, items sorted)
+            order = np.argsort(key, kind="stable")
+            users, items, values, liked = users[order], items[order], values[order], liked[order]
+        return cls(from_entries(users, items, values, shape),
+                   from_entries(users[liked], items[liked], np.ones(int(np.count_nonzero(liked)), bool), shape))
 
     @classmethod
     def from_rows(cls, items: np.ndarray, values: np.ndarray, liked: np.ndarray, n_items: int) -> "UserBatch":
@@ -68,20 +72,20 @@ class UserBatch:
             order = np.argsort(items, axis=1)
             items, values, liked = (np.take_along_axis(np.asarray(a), order, axis=1) for a in (items, values, liked))
         liked = np.asarray(liked, dtype=bool)
-        index = np.int32 if max(n * w, n_items) < 2 ** 31 else np.int64  # scipy's own choice: no recasts later
+        index = index_dtype(n * w, (n, n_items))
         indices = items.astype(index).ravel()
-        ratings = sparse.csr_array((np.asarray(values, float).ravel(), indices, np.arange(n + 1, dtype=index) * w),
-                                   shape=(n, n_items))
+        ratings = csr(np.asarray(values, float).ravel(), indices, np.arange(n + 1, dtype=index) * w, (n, n_items))
         likes_ptr = np.zeros(n + 1, index)
         np.cumsum(liked.sum(axis=1), out=likes_ptr[1:])
         # (positions, not a boolean mask: NumPy gathers them four times faster than it applies a random mask)
-        likes = sparse.csr_array((np.ones(int(likes_ptr[-1]), bool), indices[np.flatnonzero(liked)], likes_ptr),
-                                 shape=(n, n_items))
+        likes = csr(np.ones(int(likes_ptr[-1]), bool), indices[np.flatnonzero(liked)], likes_ptr, (n, n_items))
         return cls(ratings, likes)
 
     @classmethod
     def empty(cls, n_items: int) -> "UserBatch":
-        return cls(sparse.csr_array((0, n_items), dtype=float), sparse.csr_array((0, n_items), dtype=bool))
+        no_entries, indptr = np.zeros(0, np.int32), np.zeros(1, np.int32)
+        return cls(csr(np.zeros(0), no_entries, indptr, (0, n_items)),
+                   csr(np.zeros(0, bool), no_entries, indptr, (0, n_items)))
 
     @classmethod
     def concat(cls, batches: "list[UserBatch]") -> "UserBatch":
@@ -134,7 +138,7 @@ class UserBatch:
     @functools.cached_property
     def rated(self) -> np.ndarray:
         r = self.ratings
-        return sparse.csr_array((np.ones(r.nnz, bool), r.indices, r.indptr), shape=r.shape).toarray()
+        return csr(np.ones(r.nnz, bool), r.indices, r.indptr, r.shape).toarray()
 
     @functools.cached_property
     def liked(self) -> np.ndarray:

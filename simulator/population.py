@@ -15,6 +15,7 @@ from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
 from mechanisms import ParameterError, UserBatch
+from mechanisms.sparse_rows import csr
 from mechanisms.registry import Registry
 
 from .ratings import RatingsData, split_ratings, withhold
@@ -271,7 +272,7 @@ class RankOnePopulation(Population, kind="rank_one"):
             np.multiply(u[start:stop, None], catalogue.item_factors[rated],
                         out=values[start * w:stop * w].reshape(stop - start, w))
         indptr = np.arange(0, n_users * w + 1, w, dtype=index)
-        return u, sparse.csr_array((values, items, indptr), shape=(n_users, self.n_items))
+        return u, csr(values, items, indptr, (n_users, self.n_items))
 
     def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         u, table = self.draw(n_users, catalogue, rng)
