@@ -29,8 +29,14 @@ def message_table(mechanism, messages: np.ndarray, s0: np.ndarray, s1: np.ndarra
     every = every.astype(bool)
     table = (mechanism.message_log_likelihood(every, np.broadcast_to(s1, every.shape))
              - mechanism.message_log_likelihood(every, np.broadcast_to(s0, every.shape)))
-    codes = messages[:, 0].view(np.uint8) if bits == 1 else np.packbits(messages, axis=1, bitorder="little")[:, 0]
-    return codes, table
+    return message_codes(messages), table
+
+
+def message_codes(messages: np.ndarray) -> np.ndarray:
+    """Boolean messages (runs, bits <= 8) as bytes: bit ``j`` of a run's code is its message's bit ``j``."""
+    if messages.shape[1] == 1:
+        return messages[:, 0].view(np.uint8)
+    return np.packbits(messages, axis=1, bitorder="little")[:, 0]
 
 
 @dataclass
@@ -88,4 +94,8 @@ class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
                 or messages.shape[1] > TABLE_BITS or getattr(mechanism, "queries_read_rated", False)):
             return None
         s0, s1 = pair.sketches
-        return message_table(mechanism, messages, s0, s1)
+        key = (repr(mechanism), s0.tobytes(), s1.tobytes(), messages.shape[1])
+        cached = self.__dict__.get("_table")  # an audit asks with every block: the table of its last pair
+        if cached is None or cached[0] != key:
+            self.__dict__["_table"] = cached = (key, message_table(mechanism, messages[:0], s0, s1)[1])
+        return message_codes(messages), cached[1]

@@ -56,3 +56,22 @@ def test_likelihood_ratio_table_gives_the_per_run_scores():
                    - mechanism.message_log_likelihood(messages, np.broadcast_to(s0, messages.shape)))
         codes, table = message_table(mechanism, messages, s0, s1)
         assert table[codes].tobytes() == per_run.tobytes()
+
+
+def test_likelihood_ratio_score_table_follows_the_mechanism_and_the_pair():
+    # the attack keeps its last table: another budget or another pair must not reuse it
+    from types import SimpleNamespace
+
+    from attacks.likelihood_ratio import LikelihoodRatioAttack
+    from mechanisms import MaxSense
+    from simulator.transcript import MessagesView
+
+    attack, rng = LikelihoodRatioAttack(), np.random.default_rng(4)
+    view = MessagesView(messages=rng.random((500, 3)) < 0.5, queries=(np.zeros((1, 3)),))
+    for epsilon, sketches in [(0.5, [[0, 0, 1], [1, 0, 1]]), (2.0, [[0, 0, 1], [1, 0, 1]]),
+                              (2.0, [[1, 1, 1], [0, 0, 0]]), (0.5, [[0, 0, 1], [1, 0, 1]])]:
+        mechanism, s0, s1 = MaxSense(epsilon=epsilon), *np.array(sketches, bool)
+        codes, table = attack.score_table(mechanism, SimpleNamespace(sketches=np.stack([s0, s1])), view)
+        expected = (mechanism.message_log_likelihood(view.messages, np.broadcast_to(s1, view.messages.shape))
+                    - mechanism.message_log_likelihood(view.messages, np.broadcast_to(s0, view.messages.shape)))
+        assert table[codes].tobytes() == expected.tobytes()

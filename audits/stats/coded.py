@@ -103,6 +103,9 @@ class CodedScores:
         flat = self.codes.reshape(-1)
         if self.values.size > FEW_VALUES:
             return np.bincount(flat, minlength=self.values.size)
+        if self.values.size == 2:  # codes 0 and 1: count the ones without a comparison
+            ones = np.count_nonzero(flat)
+            return np.array([flat.size - ones, ones], np.int64)
         counts = np.array([np.count_nonzero(flat == code) for code in range(1, self.values.size)], np.int64)
         return np.concatenate([[flat.size - counts.sum()], counts])
 
