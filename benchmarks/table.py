@@ -63,13 +63,20 @@ def _run_cli(data: dict, folder: Path) -> dict:
     return json.loads((folder / "run" / "report.json").read_text())
 
 
-def row_ldp(scale: float) -> dict:
-    import numpy as np
+def ldp_scenario() -> dict:
+    """The LDP row's scenario: the quick start (MaxSense, likelihood ratio, local replay), a short world."""
     import yaml
 
-    trials = int(10_000_000 * scale)
     data = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text())
     data["churn"].update(horizon=5.0, release_interval=5.0)
+    return data
+
+
+def row_ldp(scale: float) -> dict:
+    import numpy as np
+
+    trials = int(10_000_000 * scale)
+    data = ldp_scenario()
     p = 1.0 / (1.0 + np.exp(-1.0))
     rng = np.random.default_rng(0)
     _, base, base_wall = timed(lambda: [rng.random(trials) < p for _ in (0, 1)])
