@@ -19,7 +19,7 @@ from . import centring
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .gram_sums import DENSE_CHUNK as _DENSE_CHUNK, gram  # noqa: F401 (gram re-exported)
+from .gram_sums import DENSE_CHUNK, gram  # noqa: F401 (gram re-exported)
 from .sparse_rows import csr
 
 
@@ -92,10 +92,12 @@ def clip_rows(rows: sparse.csr_array, bound: float) -> sparse.csr_array:
 
 def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray) -> sparse.csr_array:
     """P_Ω(coefficients @ basis) on ``rows``' structure, entry by entry."""
-    values = np.zeros(rows.nnz)
     if basis.shape[0] == 0:
-        return with_values(rows, values)
-    chunk = max(1, _DENSE_CHUNK // rows.shape[1])  # dense rows of a few users at a time
+        return with_values(rows, np.zeros(rows.nnz))
+    values = np.empty(rows.nnz)  # (every entry is written below)
+    # dense rows of a few users at a time (the blocks' size is part of the result: BLAS's tiling of the product
+    # changes its last bits)
+    chunk = max(1, DENSE_CHUNK // rows.shape[1])
     for start in range(0, rows.shape[0], chunk):
         stop = min(start + chunk, rows.shape[0])
         lo, hi = rows.indptr[start], rows.indptr[stop]
