@@ -105,8 +105,7 @@ class MechanismRun:
         self.inserted_ids: list[np.ndarray] = []
         self.n_users = 0
         self.users_seen = 0
-        self.active = ActiveUsers.arriving(np.zeros(0, np.int64), np.zeros(0), UserBatch.empty(catalogue.n_items),
-                                           False, mechanism.init_carried(0))
+        self.active = self._nobody()
         #: whether users compute personal outputs when done (the base class's computes nothing)
         self._outputs = type(mechanism).personal_output is not Mechanism.personal_output
 
@@ -143,7 +142,12 @@ class MechanismRun:
             part = self.active.take(gone[start:start + self.schedule.batch_size])
             outputs = self.mechanism.personal_output(part.rows, part.carried, self.state)
             self.recorder.outputs(part.ids, outputs, self.recorder.is_watched(part.ids, part.inserted))
-        self.active = self.active.take(keep if keep.any() else slice(0, 0))  # (no one left: a slice costs nothing)
+        # (no one left: a fresh empty set, as a slice's views would keep every row and carried state alive)
+        self.active = self.active.take(keep) if keep.any() else self._nobody()
+
+    def _nobody(self) -> ActiveUsers:
+        return ActiveUsers.arriving(np.zeros(0, np.int64), np.zeros(0), UserBatch.empty(self.catalogue.n_items), False,
+                                    self.mechanism.init_carried(0))
 
     # ---------------------------------------------------------------- the round loop
 

@@ -166,6 +166,8 @@ class Recorder:
         return sparse.csr_array((values, (rows, cols)), shape=(n_users, self.held_out_parts[0][1].shape[1]))
 
     def transcript(self, arrival, departure, cluster, inserted: np.ndarray) -> Transcript:
+        """The run's record, handed over: the recorder lets go of its parts once they are joined (a caller that
+        keeps the recorder does not hold the log twice)."""
         def cat(parts, dtype):
             return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
@@ -175,15 +177,19 @@ class Recorder:
         if self.output_parts:
             output_user = cat([p.users for p in self.output_parts], np.int64)
             outputs = stack_rows([p.outputs for p in self.output_parts])
-        return Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
-                          answer_time=np.repeat([t for t, _ in self.answer_time], [n for _, n in self.answer_time]
-                                                ).astype(float),
-                          answer_user=cat(self.answer_user, np.int64).astype(np.int64, copy=False),
-                          messages=stack_rows(self.messages) if self.keep_all_messages and self.messages
-                          else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
-                          releases=self.releases, rounds=self.rounds, watched=watched,
-                          output_user=output_user, outputs=outputs, inserted=inserted,
-                          held_out=self._held_out_table(arrival.size), statistics=self.statistics)
+        record = Transcript(arrival=arrival, departure=departure, user_cluster=cluster,
+                            answer_time=np.repeat([t for t, _ in self.answer_time], [n for _, n in self.answer_time]
+                                                  ).astype(float),
+                            answer_user=cat(self.answer_user, np.int64).astype(np.int64, copy=False),
+                            messages=stack_rows(self.messages) if self.keep_all_messages and self.messages
+                            else (np.zeros((0, 1), bool) if self.keep_all_messages else None),
+                            releases=self.releases, rounds=self.rounds, watched=watched,
+                            output_user=output_user, outputs=outputs, inserted=inserted,
+                            held_out=self._held_out_table(arrival.size), statistics=self.statistics)
+        for parts in (self.answer_time, self.answer_user, self.messages, self.watched, self.output_parts,
+                      self.held_out_parts):
+            parts.clear()
+        return record
 
 
 def stack_rows(parts: list):

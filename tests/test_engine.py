@@ -257,3 +257,21 @@ def test_the_answer_log_is_the_same_kept_compactly_and_watched_answers_can_be_le
     assert set(np.unique(full.answer_time)) <= set(r.time for r in full.rounds)
     for name in ("answer_user", "answer_time"):
         np.testing.assert_array_equal(getattr(full, name), getattr(lean, name))
+
+
+def test_a_finished_run_lets_go_of_the_rows_and_the_recorder_of_its_parts():
+    """Once everyone is done, the active set holds no view of the rows (a zero-row slice would keep every row
+    and carried state alive), and the recorder's parts are handed over to the transcript."""
+    from simulator.schedules import Panel
+
+    rng = np.random.default_rng(10)
+    rows = UserBatch.from_masks(rng.random((30, 20)) < 0.3, rng.random((30, 20)) < 0.5)
+    recorder = Recorder(outputs="all")
+    run = MechanismRun(NoisyLikeCount(), POP, catalogue(), Panel(30, rounds=2), np.random.SeedSequence(11), None,
+                       recorder)
+    run.admit(np.zeros(30), np.full(30, np.inf), np.zeros(30, np.int64), rows, 0.0)
+    run.query_round(1.0)
+    transcript = run.finish()
+    assert len(run.active) == 0 and run.active.rows.ratings.data.base is None and run.active.carried.base is None
+    assert transcript.answer_user.size == 30 and transcript.outputs.shape[0] == 30
+    assert recorder.answer_user == recorder.output_parts == recorder.answer_time == []
