@@ -6,6 +6,7 @@ vectors (:class:`LowRankRows`), never as a dense users x items table.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
@@ -108,21 +109,32 @@ def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray
     return with_values(rows, values)
 
 
+@functools.lru_cache(maxsize=64)
+def _triangle(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n)``, built once per size (it costs ~20 µs, more than the small matrices it indexes)."""
+    i, j = np.triu_indices(n)
+    i.flags.writeable = j.flags.writeable = False
+    return i, j
+
+
 def symmetric_gaussian(n: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """An n x n symmetric matrix with i.i.d. N(0, σ²) entries on and above the diagonal."""
-    upper = np.triu(rng.normal(0.0, sigma, (n, n)))
-    return upper + np.triu(upper, 1).T
+    noise = rng.normal(0.0, sigma, (n, n))
+    i, j = _triangle(n)
+    out = np.zeros((n, n))
+    out[i, j] = out[j, i] = noise[i, j]
+    return out
 
 
 def upper(matrices: np.ndarray) -> np.ndarray:
     """The upper triangle (with the diagonal) of the last two axes, flattened: the entries symmetric noise draws."""
-    i, j = np.triu_indices(matrices.shape[-1])
+    i, j = _triangle(matrices.shape[-1])
     return matrices[..., i, j]
 
 
 def upper_outer(rows: np.ndarray) -> np.ndarray:
     """``upper(rows[..., :, None] * rows[..., None, :])`` without the full outer products."""
-    i, j = np.triu_indices(rows.shape[-1])
+    i, j = _triangle(rows.shape[-1])
     return rows[..., i] * rows[..., j]
 
 
@@ -138,9 +150,24 @@ def top_eigenpair(matrix: np.ndarray) -> tuple[float, np.ndarray]:
         value, v = values[-1], vectors[:, -1]
     else:
         start = 1.0 + np.arange(n) / n
-        values, vectors = sparse_linalg.eigsh(matrix, k=1, which="LA", v0=start, tol=1e-12)
+        values, vectors = sparse_linalg.eigsh(_Product(matrix), k=1, which="LA", v0=start, tol=1e-12)
         value, v = values[0], vectors[:, 0]
     return float(value), v * np.sign(v[np.argmax(np.abs(v))])
+
+
+class _Product(sparse_linalg.LinearOperator):
+    """A dense matrix as ARPACK's operator: the product scipy's own wrapper computes (``matrix.dot`` of the
+    vector as a column, the same bits) without its checks and reshapes on each of Lanczos' ~10 products."""
+
+    def __init__(self, matrix: np.ndarray):
+        super().__init__(matrix.dtype, matrix.shape)
+        self.matrix = matrix
+
+    def _matmat(self, x: np.ndarray) -> np.ndarray:
+        return self.matrix.dot(x)
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.matrix.dot(x.reshape(-1, 1)).reshape(-1)
 
 
 def top_eigenvectors(matrix: np.ndarray, rank: int) -> np.ndarray:

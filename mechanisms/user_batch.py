@@ -47,7 +47,7 @@ class UserBatch:
             values = np.where(liked, 1.0, -1.0)
         elif np.any(np.asarray(values)[rated] == 0):
             raise ValueError("a rating's value may not be 0 (it would vanish from the sparse matrix)")
-        return cls(from_mask(rated, np.asarray(values, float)), from_mask(liked, np.ones(liked.shape, bool)))
+        return cls(from_mask(rated, np.asarray(values, float)), from_mask(liked))
 
     @classmethod
     def from_coo(cls, users: np.ndarray, items: np.ndarray, values: np.ndarray, liked: np.ndarray,

@@ -24,7 +24,8 @@ from mechanisms.accounting import GaussianRelease, epsilon_for
 from mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,
                                     PrivateFrankWolfeNoNoise, PrivateFrankWolfeNoProjection)
 from mechanisms import gram_sums
-from mechanisms.matrix_completion import LowRankRows, clip_rows, gram, observed, row_norms
+from mechanisms.matrix_completion import (LowRankRows, clip_rows, gram, observed, row_norms, symmetric_gaussian, upper,
+                                          upper_outer)
 from mechanisms.projected_gradient import PrivateProjectedGradient
 from simulator.engine import run_protocol
 from simulator.neighbours import policy_for
@@ -128,6 +129,18 @@ def test_non_private_frank_wolfe_completes_a_rank_one_matrix():
     position[transcript.user_cluster[transcript.output_user]] = np.arange(3000)
     rmse = np.sqrt(np.mean((transcript.outputs.at(position[tu], ti) - tv) ** 2))
     assert rmse < 0.2 * np.sqrt(np.mean(tv ** 2))
+
+
+def test_symmetric_noise_and_triangles_are_numpy_s_triu_bit_for_bit():
+    """The cached-index versions against np.triu / np.triu_indices (the same draws, the same bits)."""
+    for n in (1, 2, 7, 30):
+        noise = np.triu(np.random.default_rng(n).normal(0.0, 1.7, (n, n)))
+        assert symmetric_gaussian(n, 1.7, np.random.default_rng(n)).tobytes() == (noise + np.triu(noise, 1).T).tobytes()
+        rows = np.random.default_rng(n + 1).normal(size=(3, 4, n))
+        i, j = np.triu_indices(n)
+        outer = rows[..., None] * rows[..., None, :]
+        assert np.array_equal(upper(outer), outer[..., i, j])
+        assert np.array_equal(upper_outer(rows), rows[..., i] * rows[..., j])
 
 
 # ---------------------------------------------------------------- joint-DP audits
