@@ -171,3 +171,36 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
     with np.load(tmp_path / "now.npz") as saved:
         assert saved["scores@bits"].nbytes == codes.size // 8
     assert np.asarray(progress.load_arrays("now")["scores"]).tobytes() == np.asarray(back).tobytes()
+
+
+def test_spans_of_blocks_give_the_blocks_scores_and_resume_only_the_missing_runs_of_blocks(tmp_path):
+    from audits.designs.base import run_blocks
+    from audits.executors import SerialExecutor
+    from audits.io.store import Progress
+
+    trials, block_size, calls = 10_000, 100, []
+
+    def span(job, pair, target, first, sizes):  # the blocks of a span, each from its own (target, index)
+        calls.append((target, first, sizes))
+        blocks = [_block(job, pair, target, index, size) for index, size in enumerate(sizes, first)]
+        return {"scores": CodedScores(np.concatenate([b["scores"].codes for b in blocks], axis=-1),
+                                      blocks[0]["scores"].values)}
+
+    def run(folder, block, per_unit, spans, resume=False):
+        messages = []
+        progress = Progress(tmp_path / folder, {"k": 1}, resume=resume)
+        scores = run_blocks(block, None, [None, None], trials, block_size, SerialExecutor(), progress,
+                            messages.append, per_unit, spans=spans)
+        return [np.asarray(s.scores) for s in scores], messages
+
+    blockwise, _ = run("blockwise", _block, 1, spans=False)
+    spanned, _ = run("spanned", span, 5, spans=True)
+    assert calls == [(t, first, (100,) * 5) for t in (0, 1) for first in range(0, 100, 5)]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(spanned, blockwise))
+    for index in (7, 8, 12):  # a folder saved block by block, three blocks lost: two spans to run again
+        (tmp_path / "blockwise" / f"block-001-{index:06d}.npz").unlink()
+    calls.clear()
+    resumed, messages = run("blockwise", span, 5, spans=True, resume=True)
+    assert calls == [(1, 7, (100, 100)), (1, 12, (100,))]
+    assert "resumed 197 of 200 trial blocks" in messages and messages[-1] == "trial block 3/3 done"
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(resumed, blockwise))

@@ -292,13 +292,27 @@ def saved_scores(progress, produces: str, targets: int, trials: int, block_size:
     return joined.scores()
 
 
+def _spans(indices: list[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive ``indices`` (ascending) as ``(first, last)``, ``last`` excluded."""
+    spans: list[tuple[int, int]] = []
+    for index in indices:
+        if spans and spans[-1][1] == index:
+            spans[-1] = (spans[-1][0], index + 1)
+        else:
+            spans.append((index, index + 1))
+    return spans
+
+
 def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: int, block_size: int,
-               executor: Executor, progress, report: Callable[[str], None], per_unit: int = 1) -> list[TargetScores]:
+               executor: Executor, progress, report: Callable[[str], None], per_unit: int = 1,
+               spans: bool = False) -> list[TargetScores]:
     """``block(job, pair, target, index, size)`` for every block of every target, saved as they finish.
 
     The saved units are the run's score store (``recaudit report`` reads them back, :func:`saved_scores`):
-    ``per_unit`` consecutive blocks each, saved when the last of them finishes. A ``report`` with a
-    ``progress(label, done, total)`` method is told of every finished block.
+    ``per_unit`` consecutive blocks each, saved when the last of them finishes. With ``spans``, one task runs
+    the consecutive blocks of a unit still to do, ``block(job, pair, target, first, sizes)`` (their sizes in a
+    tuple): its Python costs once a span, not once a block. A ``report`` with a ``progress(label, done,
+    total)`` method is told of every finished task, counted in blocks.
     """
     sizes = block_sizes(trials, block_size)
     joined = _Joined(len(pairs), sizes)
@@ -307,21 +321,26 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
         for first, last in _units(len(sizes), per_unit):
             missing = _restore(progress, joined, target, first, last)
             waiting[target, first] = len(missing)
-            todo += [((target, index), block, (job, pair, target, index, sizes[index])) for index in missing]
-    if len(todo) < len(sizes) * len(pairs):
-        report(f"resumed {len(sizes) * len(pairs) - len(todo)} of {len(sizes) * len(pairs)} trial blocks")
-    for n, ((target, index), result) in enumerate(as_finished(executor, todo), 1):
-        joined.add(target, index, result)
+            tasks = _spans(missing) if spans else [(index, index + 1) for index in missing]
+            todo += [((target, a, b), block, (job, pair, target, a, tuple(sizes[a:b]) if spans else sizes[a]))
+                     for a, b in tasks]
+    total = sum(waiting.values())
+    if total < len(sizes) * len(pairs):
+        report(f"resumed {len(sizes) * len(pairs) - total} of {len(sizes) * len(pairs)} trial blocks")
+    done = 0
+    for (target, index, end), result in as_finished(executor, todo):
+        joined.add(target, index, result, end)
         first = index - index % per_unit
-        waiting[target, first] -= 1
+        waiting[target, first] -= end - index
+        done += end - index
         if not waiting[target, first]:  # the unit's last block
             last = min(first + per_unit, len(sizes))
             progress.save_arrays(block_name(target, first), joined.part(target, first, last))
         tick = getattr(report, "progress", None)
         if tick is not None:
-            tick("trial blocks", n, len(todo))
+            tick("trial blocks", done, total)
         else:
-            report(f"trial block {n}/{len(todo)} done")
+            report(f"trial block {done}/{total} done")
     return joined.scores()
 
 

@@ -46,20 +46,26 @@ def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> Vie
     return MessagesView(messages=mechanism.release(sketches, rng), queries=pair.queries)
 
 
-def replay_block(job, pair, target: int, index: int, size: int) -> dict:
-    """Scores (attacks, 2, size) of ``size`` replayed runs per world, from streams ("trials", target, index, world).
+def replay_span(job, pair, target: int, first: int, sizes: tuple[int, ...]) -> dict:
+    """Scores (attacks, 2, runs) of blocks ``first``, ``first + 1``, ... of ``sizes`` replayed runs per world, block
+    ``index``'s runs in world ``w`` from stream ("trials", target, index, w): a block's runs and scores do not
+    depend on the blocks run beside it.
 
-    Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``), both
-    worlds' runs looked up at once.
+    Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``), every
+    run of the span looked up at once.
     """
-    views = [replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size),
-                    stream(job.root(), "trials", target, index, world)) for world in (0, 1)]
-    both = MessagesView(messages=np.concatenate([v.messages for v in views]), queries=views[0].queries)
+    root = job.root()
+    views = [[replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size),
+                     stream(root, "trials", target, index, world))
+              for index, size in enumerate(sizes, first)] for world in (0, 1)]
+    blocks = [v for world in views for v in world]
+    both = MessagesView(messages=np.concatenate([v.messages for v in blocks]), queries=blocks[0].queries)
     tables = [a.score_table(job.mechanism, pair, both) for a in job.attacks]
     coded = [None if t is None else CodedScores.from_table(*t) for t in tables]
     if all(c is not None for c in coded) and (coded := one_table(coded)) is not None:
-        return {"scores": CodedScores(np.stack([c.codes.reshape(2, size) for c in coded]), coded[0].values)}
-    return {"scores": np.stack([[a.scores(job.mechanism, pair, v) for v in views] for a in job.attacks])}
+        return {"scores": CodedScores(np.stack([c.codes.reshape(2, sum(sizes)) for c in coded]), coded[0].values)}
+    return {"scores": np.stack([[np.concatenate([a.scores(job.mechanism, pair, v) for v in world]) for world in views]
+                                for a in job.attacks])}
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,8 @@ class LocalReplay(Design, kind="local_replay"):
         if any(a.requires_fit for a in job.attacks):
             job = _fitted(job, pairs[0], trials)
         per_unit = blocks_per_unit(len(block_sizes(trials, block_size)))
-        return DesignOutput(pairs, run_blocks(replay_block, job, pairs, trials, block_size, executor, progress,
-                                              report, per_unit))
+        return DesignOutput(pairs, run_blocks(replay_span, job, pairs, trials, block_size, executor, progress,
+                                              report, per_unit, spans=True))
 
 
 def _fitted(job, pair, trials):
