@@ -39,7 +39,7 @@ import numpy as np
 from annotated_types import Ge, Gt, Lt
 
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
-from .base import ParameterError, Mechanism, UserBatch, WorldInfo
+from .base import ParameterError, Mechanism, RoundCost, UserBatch, WorldInfo
 from .matrix_completion import clip_rows, gram, symmetric_gaussian, upper
 
 
@@ -116,6 +116,12 @@ class ContinualCovariance(Mechanism):
     @abstractmethod
     def _sigma(self) -> float:
         """The noise scale of every Gaussian draw (a node, or a release)."""
+
+    def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
+        """The server's n x n sums grow with the stream: its increment, release, running sums or tree nodes, and
+        every noisy statistic released (at most ~2 per tick); a release is one n x n matrix."""
+        n = world.n_items
+        return RoundCost(state_bytes=8.0 * n * n * (4 + 2 * self.ticks), release_bytes=8.0 * n * n)
 
     def init_state(self, world: WorldInfo) -> CovarianceState:
         n = world.n_items

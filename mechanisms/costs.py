@@ -16,7 +16,8 @@ class RoundCost:
     so far (a server retraining on everything it holds); ``user_operations``: once per user (its personal
     output); ``state_bytes``: the server's state and its temporaries at their largest;
     ``user_bytes``: what the protocol keeps per user to the end; ``run_bytes``: what one run of a batched
-    block (``panel_runs``) holds at its peak, the statistics the attack scores included.
+    block (``panel_runs``) holds at its peak, the statistics the attack scores included; ``release_bytes``: what
+    one release holds (``full_runs`` keeps every release of every run in a block for the attacks).
     """
 
     operations: float = 0.0
@@ -26,3 +27,4 @@ class RoundCost:
     state_bytes: float = 0.0
     user_bytes: float = 0.0
     run_bytes: float = 0.0
+    release_bytes: float = 0.0

@@ -316,16 +316,17 @@ class GramCompletion(Mechanism):
         return np.zeros((n_users, 0))
 
     def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
-        """A dense n x n Gram summed from the messages (ratings x n products), the users' rows over the published
-        vectors (users x n x iterations), an eigen-solve and its noise (~100 n^2); the Gram, its noise and every
+        """A dense n x n Gram summed from the messages (ratings x n products, a quarter of an operation's time each
+        through BLAS), the users' rows over the published vectors (users x n x iterations), an eigen-solve and its
+        noise (~50 n^2; both measured at 400-2,000 items, ./dev bench estimate); the Gram, its noise and every
         round's noisy upper triangle (kept for the white box); per user its carried step and output; per batched
-        run (``panel_runs``; measured at 10 and 30 items by peak memory over blocks of 2,000 and 10,000 runs)."""
+        run (``panel_runs``; measured at 2, 10 and 30 items by peak memory over blocks of 2,000 to 500,000 runs)."""
         n, rows = world.n_items, users * world.ratings_per_user
         if getattr(self, "eigen", "exact") == "exact":  # a batched run per round: ~6 n x n arrays, the users' rows
-            run_bytes = self.iterations * (1200.0 + 45.0 * n * n + 16.0 * users * n)
+            run_bytes = self.iterations * (300.0 + 45.0 * n * n + 16.0 * users * n)
         else:  # Oja's products and iterates, kept for the attack
             run_bytes = 14000.0 + self.iterations * (96.0 * self.oja_steps * n + 24.0 * users * n)
-        return RoundCost(operations=rows * n + users * n * (self.iterations + 1) + 100.0 * n * n,
+        return RoundCost(operations=rows * n / 4 + users * n * (self.iterations + 1) + 50.0 * n * n,
                          state_bytes=8.0 * n * n * (4 + self.rounds / 2),
                          user_bytes=8.0 * (2 * self.rounds + 3), run_bytes=run_bytes)
 

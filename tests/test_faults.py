@@ -74,21 +74,21 @@ def test_limits_are_configurable(tmp_path, capsys, quickstart_data):
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and "audit.trials: 2e+09 trials" in line and "over limits.trials = 1e+09" in line
-    quickstart_data["audit"]["trials"] = 20_000_000_000  # 2 x 2e10 target rows of 100 items: ~2e12 cells
-    quickstart_data["limits"] = {"trials": 1e11, "memory_gb": 1000, "files": 1e6}
+    quickstart_data["audit"]["trials"] = 20_000_000_000  # 2 x 2e10 target rows of 100 items, scored: ~8e12 cells
+    quickstart_data["limits"] = {"trials": 1e11, "memory_gb": 1000, "files": 1e6, "hours": 4}
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and re.search(r"audit\.trials: the run would take about [\d.e+]+ hours on 2 cores", line), line
-    assert "over limits.hours = 24" in line
+    assert "over limits.hours = 4" in line
     quickstart_data["limits"] = {"trials": 1e11, "memory_gb": 1000, "hours": 1e6, "files": 1e6}
     path = write_text(tmp_path, scenario_text(quickstart_data))
     assert main(["validate", str(path)]) == 0
 
 
 def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
-    # a world of 1e11 arrivals at 100 items: ~1e13 cells (days at any throughput), the world dominates
-    quickstart_data["churn"] = {**quickstart_data.get("churn", {}), "arrival_rate": 1e8, "horizon": 1000}
-    quickstart_data["limits"] = {"users": 1e12}
+    # a world of 1e12 arrivals at 100 items: ~1e14 cells (days at any throughput), the world dominates
+    quickstart_data["churn"] = {**quickstart_data.get("churn", {}), "arrival_rate": 1e8, "horizon": 10_000}
+    quickstart_data["limits"] = {"users": 1e13, "memory_gb": 1e6}  # (~100 TB: what the engine keeps per arrival)
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and "churn.horizon: the run would take about" in line and "world" in line, line

@@ -14,27 +14,29 @@ counts so a refusal says which setting to lower:
 - ``users``: expected arrivals (``arrival_rate`` x ``horizon``);
 - ``rounds``: query and release rounds (``horizon / query_interval`` and
   ``horizon / release_interval``);
-- ``seconds``: the run's time on a 2-core machine: the protocol runs it makes
-  (one for the world; ``full_runs`` adds two per trial and target), each
-  costing ``RUN_SECONDS`` plus ``ROUND_SECONDS`` per round (the clock and the
-  engine's fixed work) plus its rating-table cells (users x items x rounds
-  per user) at ``CELLS_PER_SECOND``; ``batched_runs`` costs two runs' arithmetic
-  per trial (numpy batches them: no per-run Python overhead, but each run's small arrays still cost
-  ``BATCHED_ROUND_SECONDS`` a round), the other designs one
-  target row; plus each attack's scoring and ``BLOCK_SECONDS`` per trial
-  block (each a task and a file); ``./dev bench estimate`` measures the ratio
-  of estimated to measured time (docs/guide/limits.md);
+- ``seconds``: the run's CPU time, work counted by kind and priced by ``SECONDS_PER``
+  (:func:`protocol_work`): the protocol runs it makes (one for the world;
+  ``full_runs`` adds two per trial and target), each a ``run`` plus its
+  ``rounds`` (the clock and the engine's fixed work) plus its rating-table
+  ``cells`` (users x items x rounds per user); ``batched_runs`` costs two
+  runs' arithmetic per trial (numpy batches them: no per-run Python overhead,
+  but each run's small arrays still cost ``batched_rounds``), the other
+  designs one target row; plus each attack's scoring and a trial ``block``
+  each (a task and a file); ``./dev bench estimate`` measures the ratio of
+  estimated to measured time and ``--fit`` the prices (docs/guide/limits.md);
 - ``blocks`` and ``files``: trial blocks (targets x trials / block_size), each
   saved as one progress file;
 - ``process``, ``table`` and ``outputs``: this process (the interpreter and its libraries,
   ``PROCESS_BYTES``), a panel's rating table (users x ratings x ``RATING_BYTES``: the population's and the
-  engine's cohort), what the mechanism keeps per user (its ``round_cost``) and, for ``batched_runs``, a block
-  of runs (``block_size`` x the ``run_bytes`` its ``round_cost`` states);
+  engine's cohort), what the mechanism keeps per user (its ``round_cost``; and ``ARRIVAL_BYTES`` per arrival of a
+  churn world) and, for ``batched_runs``, a block
+  of runs (``block_size`` x the ``run_bytes`` its ``round_cost`` states), for ``full_runs`` a block's runs in
+  both worlds, each keeping its releases (``release_bytes``) and users' outputs for the attacks;
 - the mechanism's own work (``Mechanism.round_cost``: e.g. an n_items^2 Gram per round, its eigen-solve),
   ``operations`` per round, per round and held user (a server retraining on what it holds: a panel's users
-  every round, arrivals half the rounds on average) and per user once, at ``OPERATIONS_PER_SECOND``, added
+  every round, arrivals half the rounds on average) and per user once, as ``operations``, added
   to every protocol run; its state is the larger
-  of the extrapolated one and the one it states; ``COMMAND_SECONDS`` for the command itself (imports,
+  of the extrapolated one and the one it states; a ``command`` for the command itself (imports,
   validation, reports);
 - ``processes``: worker processes started (``executor.workers`` for a local
   pool or local Dask cluster, else 1), each costing ``PROCESS_BYTES`` plus its
@@ -60,18 +62,22 @@ from simulator.populations import POPULATIONS
 from .sections import build
 
 GIB = 2 ** 30
-# Throughputs of the time estimate (see the module docstring), measured by ``./dev bench estimate``.
-CELLS_PER_SECOND = 2e7
-RUN_SECONDS = 0.05
-ROUND_SECONDS = 0.002
-#: a batched run's floor per round: numpy's per-matrix work on small batched arrays (eigh, products, noise);
-#: measured 4-6 µs on 2 cores for 2 items, by ./dev bench estimate
-BATCHED_ROUND_SECONDS = 6e-6
-BLOCK_SECONDS = 0.01  # a block's task, streams and progress file (measured ~5 ms on 2 cores)
+#: CPU seconds per unit of each kind of work the time estimate counts (see the module docstring), fitted to
+#: measured runs by ``./dev bench estimate --fit`` (docs/guide/limits.md)
+SECONDS_PER = {
+    "commands": 4.5,  # the command's imports, validation and reports
+    "runs": 0.015,  # a protocol run's fixed work
+    "rounds": 5e-4,  # a round's clock and engine work
+    "batched_rounds": 8e-6,  # a batched run's floor per round: numpy's per-matrix work on small arrays
+    "cells": 6.5e-9,  # a rating-table cell: users x items x rounds per user, and the audit's per-item scoring
+    "operations": 1.7e-9,  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
+    "batched_operations": 7e-9,  # the same inside batched runs: numpy over many runs' small arrays, slower per op
+    "blocks": 9e-4,  # a trial block's task, streams and progress file
+}
 PROCESS_BYTES = 150 * 2 ** 20  # a process: the interpreter, numpy, scipy (measured ~120 MB)
-OPERATIONS_PER_SECOND = 1e9  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
+#: what the engine and transcript keep per arrival of a churn world (measured 70-85 at 5 x 10^5 and 2 x 10^6)
+ARRIVAL_BYTES = 100.0
 RATING_BYTES = 64  # a panel's rating, held by the population and the engine's cohort (measured ~55)
-COMMAND_SECONDS = 5.0  # the command's imports, validation and reports (measured 4-6 s of CPU)
 #: executors that start ``workers`` processes on this machine (a Dask address uses the cluster's)
 LOCAL_POOLS = ("processes", "dask")
 #: the terms of the memory estimate (bytes), added up
@@ -195,23 +201,26 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
         cost["state"] = max(state_bytes(mechanism, world) or 0.0, own.state_bytes)
         if audit.design_name == "batched_runs":  # a block of whole runs at once, in this process or a worker's
             cost["runs"] = min(audit.block_size, audit.trials) * own.run_bytes
-        cost["outputs"] = cost["users"] * own.user_bytes
+        elif audit.design_name == "full_runs":  # a block's runs in both worlds, each run's releases and outputs kept
+            releases = cost["rounds"] if scenario.panel is not None else churn.horizon / churn.release_interval
+            cost["runs"] = 2 * min(audit.block_size, audit.trials) * (releases * own.release_bytes
+                                                                      + cost["users"] * own.user_bytes)
+        cost["outputs"] = cost["users"] * (own.user_bytes + (0.0 if scenario.panel is not None else ARRIVAL_BYTES))
         if scenario.panel is not None:
             cost["table"] = cost["users"] * world.ratings_per_user * RATING_BYTES
     ex = scenario.executor
     cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
     cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
         PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
-    if "runs" in cost:  # a block of runs in each process that runs them (the workers' if any, else this one)
-        cost["runs"] *= cost["processes"]
+    if "runs" in cost:  # a block of runs in each process that runs one (the workers' if any, else this one)
+        cost["runs"] *= min(cost["processes"], audit.targets * math.ceil(audit.trials / audit.block_size))
     cost["memory"] = sum(cost.get(k, 0.0) for k in MEMORY_TERMS)
-    world_seconds, per_trial_seconds = protocol_seconds(scenario, cost, n_items or 1)
     cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
                                                                                           audit.block_size)
     cost["files"] = cost["blocks"]
-    cost["world_seconds"] = world_seconds
-    cost["audit_seconds"] = per_trial_seconds * audit.trials * audit.targets + BLOCK_SECONDS * cost["blocks"]
-    cost["seconds"] = COMMAND_SECONDS + cost["world_seconds"] + cost["audit_seconds"]
+    world, audit_work = protocol_work(scenario, cost, n_items or 1)
+    cost["world_seconds"], cost["audit_seconds"] = seconds_of(world), seconds_of(audit_work)
+    cost["seconds"] = SECONDS_PER["commands"] + cost["world_seconds"] + cost["audit_seconds"]
     return cost
 
 
@@ -223,8 +232,7 @@ def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
     n_items = max([getattr(pop, "n_items", 1)] + [max(axis.grid(full)) for axis in sweep.axes
                                                   if axis.parameter == "population.n_items"])
     checkpoints = sweep.checkpoints_per_decade * max(1.0, math.log10(sweep.max_users / sweep.start_users)) + 1
-    curve_seconds = (RUN_SECONDS + sweep.max_users * n_items / CELLS_PER_SECOND
-                     + (sweep.max_users / 4096 + checkpoints) * ROUND_SECONDS + BLOCK_SECONDS)
+    curve_seconds = seconds_of(curve_work(sweep, n_items, checkpoints))
     ex = scenario.executor
     workers_ = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
     world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
@@ -233,7 +241,14 @@ def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
     memory = PROCESS_BYTES + curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process) if workers_ > 1
                                                         else 0.0)
     return {"curves": float(curves), "files": float(curves), "processes": workers_, "memory": memory,
-            "seconds": COMMAND_SECONDS + curves * curve_seconds, "curve_seconds": curve_seconds}
+            "seconds": SECONDS_PER["commands"] + curves * curve_seconds, "curve_seconds": curve_seconds,
+            "n_items": float(n_items), "checkpoints": checkpoints}
+
+
+def curve_work(sweep, n_items: int, checkpoints: float) -> dict[str, float]:
+    """The work of one learning curve: ``max_users`` users' rows, their batches and checkpoints, its file."""
+    return {"runs": 1.0, "cells": sweep.max_users * n_items, "rounds": sweep.max_users / 4096 + checkpoints,
+            "blocks": 1.0}
 
 
 def grid_cost(costs: list[dict[str, float]]) -> dict[str, float]:
@@ -242,8 +257,13 @@ def grid_cost(costs: list[dict[str, float]]) -> dict[str, float]:
             "memory": max(c["memory"] for c in costs), "processes": max(c["processes"] for c in costs)}
 
 
-def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[float, float]:
-    """Estimated seconds of the world's protocol run, and of one trial of the audit design."""
+def seconds_of(work: dict[str, float]) -> float:
+    """Estimated CPU seconds of ``work`` (counts of the kinds in ``SECONDS_PER``)."""
+    return sum(count * SECONDS_PER[kind] for kind, count in work.items())
+
+
+def protocol_work(scenario, cost: dict[str, float], n_items: int) -> tuple[dict[str, float], dict[str, float]]:
+    """The work of the world's protocol run, and of the audit: its trials and blocks (see ``SECONDS_PER``)."""
     audit = scenario.audit
     rounds_per_user = cost["rounds"] if scenario.panel is not None else scenario.churn.queries_per_user
     cells = max(cost["users"], 1.0) * n_items * max(rounds_per_user, 1.0) + cost["rounds"] * n_items
@@ -252,15 +272,19 @@ def protocol_seconds(scenario, cost: dict[str, float], n_items: int) -> tuple[fl
     own = (cost.get("operations", 0.0) * cost["rounds"] + cost.get("once", 0.0)
            + cost.get("held_user_operations", 0.0) * cost["users"] * held_rounds
            + cost.get("user_operations", 0.0) * cost["users"])
-    world = RUN_SECONDS + ROUND_SECONDS * cost["rounds"] + cells / CELLS_PER_SECOND + own / OPERATIONS_PER_SECOND
+    world = {"runs": 1.0, "rounds": cost["rounds"], "cells": cells, "operations": own}
     attacks = cost["trials"] / (audit.trials * audit.targets)
-    scoring = 2 * attacks * n_items / CELLS_PER_SECOND
+    trials = float(audit.trials * audit.targets)
+    scoring = 2 * attacks * n_items * trials
     if audit.design_name == "full_runs":
-        return world, 2 * world + scoring
-    if audit.design_name == "batched_runs":  # whole runs batched with numpy: each costs its arithmetic only
-        arithmetic = world - RUN_SECONDS - ROUND_SECONDS * cost["rounds"]
-        return world, 2 * (arithmetic + BATCHED_ROUND_SECONDS * cost["rounds"]) + scoring
-    return world, 2 * n_items / CELLS_PER_SECOND + scoring
+        trial_work = {kind: 2 * trials * count for kind, count in world.items()}
+    elif audit.design_name == "batched_runs":  # whole runs batched with numpy: each costs its arithmetic only
+        trial_work = {"cells": 2 * trials * cells, "batched_operations": 2 * trials * own,
+                      "batched_rounds": 2 * trials * cost["rounds"]}
+    else:  # a target row per trial
+        trial_work = {"cells": 2 * n_items * trials}
+    trial_work["cells"] += scoring
+    return world, trial_work | {"blocks": cost["blocks"]}
 
 
 def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None = None) -> list[tuple[str, str]]:
@@ -288,7 +312,7 @@ def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None 
         problems.append(("audit.block_size", f"{cost['files']:.3g} trial blocks (targets x trials / block_size), "
                                              f"each saved as a file, over limits.files = {limits.files:.3g}"))
     if cost["seconds"] > limits.hours * 3600:
-        blocks = BLOCK_SECONDS * cost["blocks"]
+        blocks = SECONDS_PER["blocks"] * cost["blocks"]
         field = ("audit.block_size" if blocks > cost["seconds"] / 2 else
                  "audit.trials" if cost["audit_seconds"] > cost["world_seconds"] else
                  panel or "churn.horizon")
