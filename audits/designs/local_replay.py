@@ -20,7 +20,7 @@ import numpy as np
 
 from mechanisms import UserBatch
 from simulator.neighbours import is_local, sketches_under
-from simulator.seeds import stream
+from simulator.seeds import child_seed, stream
 from simulator.transcript import MessagesView, View
 
 from ..stats.coded import CodedScores, one_table
@@ -54,9 +54,8 @@ def replay_span(job, pair, target: int, first: int, sizes: tuple[int, ...]) -> d
     Attacks that score from a table of every message give coded scores (one byte a run, ``CodedScores``), every
     run of the span looked up at once.
     """
-    root = job.root()
-    views = [[replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size),
-                     stream(root, "trials", target, index, world))
+    parent = child_seed(job.root(), "trials", target)  # the streams ("trials", target, index, world) are its children
+    views = [[replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size), stream(parent, index, world))
               for index, size in enumerate(sizes, first)] for world in (0, 1)]
     blocks = [v for world in views for v in world]
     both = MessagesView(messages=np.concatenate([v.messages for v in blocks]), queries=blocks[0].queries)
