@@ -44,7 +44,9 @@ def test_rejection_shrinks_with_mu_and_the_p_value_agrees():
 
 
 def test_null_guesses_reject_nothing():
-    # chance-level guesses: v = r/2 rejects not even μ = 0; and no right guess rejects nothing
+    # chance-level guesses: v = r/2 rejects not even μ = 0 (the programme itself allows P[V >= v] >= ½: the
+    # premise that lets lp_mu_lower_bound skip it there); and no right guess rejects nothing
+    assert max_tail(400, 200, 10_000, 0.0, 0.05) >= 0.5 and max_tail(401, 200, 10_000, 0.5, 0.05) >= 0.5
     assert lp_mu_lower_bound(400, 200, 10_000, 0.05) == 0.0 and lp_mu_lower_bound(40, 0, 200, 0.05) == 0.0
     # 30 null audits (scores independent of the bits), 50 guesses a side: each positive with probability
     # ≤ 0.05, so more than 8 has probability < 1e-3
