@@ -577,3 +577,19 @@ def test_model_validator_error_at_root(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_and_validate(path, Ranged)
     assert info.value.messages == [f"{path}:1: <root>: low must be < high"]
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml: only the pure-Python reader runs")
+def test_libyaml_reads_every_shipped_scenario_as_the_pure_python_reader_does():
+    """load_yaml reads through libyaml when it can; the data and every line must be the pure-Python reader's."""
+    from pathlib import Path
+
+    from audits.io import yamlio
+
+    files = sorted((Path(__file__).resolve().parents[1] / "scenarios").rglob("*.yaml"))
+    assert len(files) > 30
+    for path in files:
+        text = path.read_text()
+        assert yamlio._load(text, str(path), yamlio._FastScenarioLoader) == \
+            yamlio._load(text, str(path), yamlio._ScenarioLoader), path
+

@@ -83,12 +83,8 @@ _FLOAT_RE = re.compile(
 )
 
 
-class _ScenarioLoader(yaml.SafeLoader):
-    """SafeLoader with a corrected float resolver, no implicit dates, and located constructor faults.
-
-    Duplicate keys are detected while walking the composed node tree (see
-    ``_walk``), where the full location of every key is known.
-    """
+class _Located:
+    """Constructor faults with the value's location (mixed into both loaders below)."""
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         # PyYAML's constructors raise plain Python errors for some values
@@ -104,6 +100,19 @@ class _ScenarioLoader(yaml.SafeLoader):
                 node.start_mark) from None
 
 
+class _ScenarioLoader(_Located, yaml.SafeLoader):
+    """SafeLoader with a corrected float resolver, no implicit dates, and located constructor faults.
+
+    Duplicate keys are detected while walking the composed node tree (see
+    ``_walk``), where the full location of every key is known.
+    """
+
+
+class _FastScenarioLoader(_Located, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):
+    """The same loader reading through libyaml (15x faster); a file it cannot read is read again by
+    ``_ScenarioLoader``, whose messages every refusal keeps."""
+
+
 def _tag_name(node: Node) -> str:
     return node.tag.rsplit(":", 1)[-1] if isinstance(node.tag, str) else "YAML"
 
@@ -111,7 +120,7 @@ def _tag_name(node: Node) -> str:
 # Private copy of the resolver table with the float entry replaced in place
 # (same position, so resolution order is unchanged) and no implicit dates (a
 # scenario has no dates: `name: 2020-13-45` is a string); SafeLoader is untouched.
-_ScenarioLoader.yaml_implicit_resolvers = {
+_ScenarioLoader.yaml_implicit_resolvers = _FastScenarioLoader.yaml_implicit_resolvers = {
     first: [
         (tag, _FLOAT_RE if tag == _FLOAT_TAG else regexp)
         for tag, regexp in resolvers
@@ -320,11 +329,19 @@ def load_yaml(path: str | os.PathLike) -> tuple[object, dict[tuple, int]]:
     refusal = flow_nesting_refusal(text, path) or written_values_refusal(text, path)
     if refusal:
         raise ScenarioError(refusal)
+    if yaml.__with_libyaml__:
+        try:
+            return _load(text, path, _FastScenarioLoader)
+        except Exception:  # (a refusal, or anything libyaml's marks make go wrong in wording one)
+            pass  # read again below, for the pure-Python reader's message (or its reading, where it is laxer)
+    return _load(text, path, _ScenarioLoader)
 
+
+def _load(text: str, path: str, loader_class: type) -> tuple[object, dict[tuple, int]]:
     loader = None
     try:
         try:
-            loader = _ScenarioLoader(text)  # may raise ReaderError
+            loader = loader_class(text)  # may raise ReaderError
             node = loader.get_single_node()
             if node is None:
                 raise ScenarioError(f"{path}:1: the file is empty (expected a mapping of keys)")
