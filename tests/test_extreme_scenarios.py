@@ -61,7 +61,8 @@ def extreme_scenarios(draw, hours: float, scales: list[float]) -> dict:
     return data
 
 
-def refused_or_within_three_estimates(data: dict, tmp_path, capsys) -> None:
+def refused_or_within_three_estimates(data: dict, tmp_path, capsys) -> bool:
+    """Whether ``data`` ran (else it was refused); fails if it was refused slowly or ran over 3x its estimate."""
     from audits.io.limits import estimate_cost
     from audits.io.scenario import build, load_scenario
     from mechanisms import MECHANISMS
@@ -80,6 +81,8 @@ def refused_or_within_three_estimates(data: dict, tmp_path, capsys) -> None:
             seconds = time.process_time() - started
             assert code in (0, 1), capsys.readouterr().err
             assert seconds <= 3 * estimate, f"{data['name']}: {seconds:.1f} s of CPU, estimated {estimate:.1f} s"
+            return True
+    return False
 
 
 def refused_in_seconds(code: int, started: float, capsys, path) -> bool:
@@ -103,7 +106,15 @@ def test_an_extreme_scenario_is_refused_or_runs_within_three_estimates(tmp_path,
 
 
 @pytest.mark.slow
-@settings(max_examples=80, phases=[Phase.generate], **SETTINGS)  # no shrinking: each example may run minutes
-@given(extreme_scenarios(hours=120 / 3600, scales=SCALES))
-def test_many_extreme_scenarios_are_refused_or_run_within_three_estimates(tmp_path, capsys, data):
-    refused_or_within_three_estimates(data, tmp_path, capsys)
+def test_many_extreme_scenarios_are_refused_or_run_within_three_estimates(tmp_path, capsys):
+    ran = []
+
+    @settings(max_examples=80, phases=[Phase.generate], **SETTINGS)  # no shrinking: each example may run minutes
+    @given(extreme_scenarios(hours=120 / 3600, scales=SCALES))
+    def each(data):
+        ran.append(refused_or_within_three_estimates(data, tmp_path, capsys))
+
+    each()
+    # most documents are refused by design (sizes up to 10^4 x); if fewer than 10 of 80 ran, the estimate's
+    # side of the property would hardly have been tested
+    assert sum(ran) >= 10, f"only {sum(ran)} of {len(ran)} documents ran"

@@ -65,14 +65,14 @@ GIB = 2 ** 30
 #: CPU seconds per unit of each kind of work the time estimate counts (see the module docstring), fitted to
 #: measured runs by ``./dev bench estimate --fit`` (docs/guide/limits.md)
 SECONDS_PER = {
-    "commands": 4.5,  # the command's imports, validation and reports
-    "runs": 0.015,  # a protocol run's fixed work
-    "rounds": 5e-4,  # a round's clock and engine work
+    "commands": 4.8,  # the command's imports, validation and reports
+    "runs": 0.008,  # a protocol run's fixed work
+    "rounds": 6.7e-4,  # a round's clock and engine work
     "batched_rounds": 8e-6,  # a batched run's floor per round: numpy's per-matrix work on small arrays
-    "cells": 6.5e-9,  # a rating-table cell: users x items x rounds per user, and the audit's per-item scoring
-    "operations": 1.7e-9,  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
-    "batched_operations": 7e-9,  # the same inside batched runs: numpy over many runs' small arrays, slower per op
-    "blocks": 9e-4,  # a trial block's task, streams and progress file
+    "cells": 5.3e-9,  # a rating-table cell: users x items x rounds per user, and the audit's per-item scoring
+    "operations": 1.6e-9,  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
+    "batched_operations": 6.8e-9,  # the same inside batched runs: numpy over many runs' small arrays, slower per op
+    "blocks": 8.6e-4,  # a trial block's task, streams and progress file
 }
 PROCESS_BYTES = 150 * 2 ** 20  # a process: the interpreter, numpy, scipy (measured ~120 MB)
 #: what the engine and transcript keep per arrival of a churn world (measured 70-85 at 5 x 10^5 and 2 x 10^6)
