@@ -55,7 +55,8 @@ def replay_span(job, pair, target: int, first: int, sizes: tuple[int, ...]) -> d
     run of the span looked up at once.
     """
     parent = child_seed(job.root(), "trials", target)  # the streams ("trials", target, index, world) are its children
-    views = [[replay(job.mechanism, pair, np.broadcast_to(np.int64(world), size), stream(parent, index, world))
+    worlds = {(world, size): np.broadcast_to(np.int64(world), size) for world in (0, 1) for size in set(sizes)}
+    views = [[replay(job.mechanism, pair, worlds[world, size], stream(parent, index, world))
               for index, size in enumerate(sizes, first)] for world in (0, 1)]
     blocks = [v for world in views for v in world]
     both = MessagesView(messages=np.concatenate([v.messages for v in blocks]), queries=blocks[0].queries)
