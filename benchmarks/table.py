@@ -76,6 +76,8 @@ def ldp_scenario() -> dict:
 def row_ldp(scale: float, repeats: int = 5) -> dict:
     """The row's ratio is timeit's: the baseline and the case each timed ``repeats`` times, alternating, in this
     process; the ratio of their minima (the least disturbed run of each), the spread of both in the notes."""
+    import resource
+
     import numpy as np
 
     trials = int(10_000_000 * scale)
@@ -87,21 +89,25 @@ def row_ldp(scale: float, repeats: int = 5) -> dict:
     _run_cli(small, folder / "warm")  # imports and caches once, so every timed run pays the same
     _, fixed, _ = timed(_run_cli, small, folder / "small")
     bases, cases = [], []
-    for repeat in range(repeats):
-        rng = np.random.default_rng(repeat)
-        bases.append(timed(lambda: [rng.random(trials) < p for _ in (0, 1)])[1:])
+    for repeat in range(repeats):  # the case first: the process's peak memory after it is the case's own
         report, *case = timed(_run_cli, big, folder / f"big{repeat}")
         cases.append(tuple(case))
+        if not repeat:
+            case_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rng = np.random.default_rng(repeat)
+        bases.append(timed(lambda: [rng.random(trials) < p for _ in (0, 1)])[1:])
     (base, base_wall), (run, run_wall) = min(bases), min(cases)
     marginal = (run - fixed) / (trials - small["audit"]["trials"]) * trials
 
     def spread(times):
         return ", ".join(f"{c:.3f}" for c, _ in times)
+    medians = np.median(bases, 0)[0] / np.median(cases, 0)[0]
     return {"measure": f"LDP audit (MaxSense, {trials:,} trials per world) incl. writing vs numpy Bernoulli "
                        "sampling of the same bits", "goal": ">= 0.45", "baseline_cpu": base, "case_cpu": run,
             "ratio": base / run, "wall": run_wall, "baseline_wall": base_wall,
             "notes": f"minimum of {repeats} alternating timings each (baseline {spread(bases)} s; case "
-                     f"{spread(cases)} s; ratio of medians {np.median(bases, 0)[0] / np.median(cases, 0)[0]:.2f}); "
+                     f"{spread(cases)} s; ratio of medians {medians:.2f}); the process's peak after the first "
+                     f"case, before any baseline, {case_peak:.0f} MB; "
                      f"marginal per-trial cost ratio {base / marginal:.2f}; fixed cost (imports done, world, "
                      f"figures) {fixed:.2f} s; timing.total_seconds {report['timing']['total_seconds']:.1f}, "
                      f"writing_seconds {report['timing']['writing_seconds']:.1f}"}
