@@ -72,8 +72,9 @@ def test_assert_not_dp_raises_on_correct_mechanism_and_explains():
 
 def test_assert_not_dp_says_when_the_trials_cannot_suffice():
     # 200 trials per world (100 counted): ceiling ≈ 3.3 at alpha = 0.05, below the claim 5,
-    # so even a mechanism without noise cannot be shown to violate it.
-    mech = LaplaceCountWrongScale(5.0)
+    # so even a mechanism far above its claim (true ε 10) cannot be shown to violate it.
+    # (Randomized response: its claim costs the accountant nothing; a Laplace claim of 5 took 2.4 s of CPU.)
+    mech = RandomizedResponseWrongEpsilon(5.0)
     with pytest.raises(AssertionError, match="cannot succeed with 200 trials"):
         assert_not_dp(mech, trials=200, alpha=0.05, seed=5)
 
