@@ -26,6 +26,7 @@ All functions are pure; randomness only through a passed ``np.random.Generator``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
@@ -237,6 +238,7 @@ def _fdp_rejects(r: int, v: int, m: int, mu: float, alpha: float) -> bool:
     return rho + eta > r / m
 
 
+@functools.lru_cache(maxsize=4096)  # (a pure function of counts audits repeat: the recursion costs ms)
 def fdp_one_run_mu_lower_bound(r: int, v: int, m: int, alpha: float) -> float:
     """Largest μ whose μ-GDP hypothesis the observation rejects at level alpha (0 if none).
 
