@@ -48,6 +48,10 @@ EXTREMES = {
                                                     "audit.trials": 100, "audit.block_size": 100}),  # full runs
     "fw-items2000": ("frank-wolfe", {"population.n_items": 2000, "population.n_users": 2000}),  # a Gram's work
     "mc-items1500": ("matrix-completion-utility", {"population.n_items": 1500, "population.n_users": 5000}),
+    "mc-items4000": ("matrix-completion-utility", {"population.n_items": 4000, "population.n_users": 5000,
+                                                   "audit.trials": 100}),  # n^2 work per round
+    "mc-items4000-canaries1e4": ("matrix-completion-utility", {"population.n_items": 4000, "population.n_users": 5000,
+                                                               "audit.trials": 10_000}),  # canaries are users
     "mm-items400-full100": ("mcsherry-mironov", {"population.n_items": 400, "audit.trials": 100,
                                                  "audit.block_size": 100}),  # n^3 eigen-solves in full runs
     "xj-items200": ("xin-jaakkola", {"population.n_items": 200}),  # EM and PMD

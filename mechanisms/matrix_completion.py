@@ -20,7 +20,7 @@ from . import centring
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .gram_sums import DENSE_CHUNK, gram  # noqa: F401 (gram re-exported)
+from .gram_sums import DENSE_CHUNK, DENSE_FROM_ENTRIES, gram  # noqa: F401 (gram re-exported)
 from .sparse_rows import csr
 
 
@@ -316,17 +316,20 @@ class GramCompletion(Mechanism):
         return np.zeros((n_users, 0))
 
     def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
-        """A dense n x n Gram summed from the messages (ratings x n products, a quarter of an operation's time each
-        through BLAS), the users' rows over the published vectors (users x n x iterations), an eigen-solve and its
-        noise (~50 n^2; both measured at 400-2,000 items, ./dev bench estimate); the Gram, its noise and every
-        round's noisy upper triangle (kept for the white box); per user its carried step and output; per batched
+        """A dense n x n Gram summed from the messages (``gram_sums``: dense blocks through dsyrk, users x n^2 / 2
+        multiply-adds at ~25 an operation's time, from DENSE_FROM_ENTRIES ratings a row; else ratings x n products,
+        ~4 an operation's time), the users' rows over the published vectors (users x n x iterations), an
+        eigen-solve, its noise and the kept triangles (~120 n^2; measured at 400-4,000 items, ./dev bench estimate);
+        the Gram, its noise and every round's noisy upper triangle (kept for the white box); per user its carried
+        step and output; per batched
         run (``panel_runs``; measured at 2, 10 and 30 items by peak memory over blocks of 2,000 to 500,000 runs)."""
         n, rows = world.n_items, users * world.ratings_per_user
         if getattr(self, "eigen", "exact") == "exact":  # a batched run per round: ~6 n x n arrays, the users' rows
             run_bytes = self.iterations * (300.0 + 45.0 * n * n + 16.0 * users * n)
         else:  # Oja's products and iterates, kept for the attack
             run_bytes = 14000.0 + self.iterations * (96.0 * self.oja_steps * n + 24.0 * users * n)
-        return RoundCost(operations=rows * n / 4 + users * n * (self.iterations + 1) + 50.0 * n * n,
+        gram = users * n * n / 50 if world.ratings_per_user >= DENSE_FROM_ENTRIES else rows * n / 4
+        return RoundCost(operations=gram + users * n * (self.iterations + 1) + 120.0 * n * n,
                          state_bytes=8.0 * n * n * (4 + self.rounds / 2),
                          user_bytes=8.0 * (2 * self.rounds + 3), run_bytes=run_bytes)
 

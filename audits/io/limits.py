@@ -65,14 +65,14 @@ GIB = 2 ** 30
 #: CPU seconds per unit of each kind of work the time estimate counts (see the module docstring), fitted to
 #: measured runs by ``./dev bench estimate --fit`` (docs/guide/limits.md)
 SECONDS_PER = {
-    "commands": 4.8,  # the command's imports, validation and reports
+    "commands": 4.6,  # the command's imports, validation and reports
     "runs": 0.008,  # a protocol run's fixed work
     "rounds": 6.7e-4,  # a round's clock and engine work
-    "batched_rounds": 8e-6,  # a batched run's floor per round: numpy's per-matrix work on small arrays
-    "cells": 5.3e-9,  # a rating-table cell: users x items x rounds per user, and the audit's per-item scoring
-    "operations": 1.6e-9,  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
-    "batched_operations": 6.8e-9,  # the same inside batched runs: numpy over many runs' small arrays, slower per op
-    "blocks": 8.6e-4,  # a trial block's task, streams and progress file
+    "batched_rounds": 8.8e-6,  # a batched run's floor per round: numpy's per-matrix work on small arrays
+    "cells": 6.2e-9,  # a rating-table cell: users x items x rounds per user, and the audit's per-item scoring
+    "operations": 1.7e-9,  # a mechanism's own arithmetic (Mechanism.round_cost): sparse-dense products, BLAS
+    "batched_operations": 3e-9,  # the same inside batched runs: numpy over many runs' small arrays, slower per op
+    "blocks": 8.8e-4,  # a trial block's task, streams and progress file
 }
 PROCESS_BYTES = 150 * 2 ** 20  # a process: the interpreter, numpy, scipy (measured ~120 MB)
 #: what the engine and transcript keep per arrival of a churn world (measured 70-85 at 5 x 10^5 and 2 x 10^6)
@@ -191,6 +191,8 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
         cost["users"] = float(panel.n_users or (size or 0) - mechanism.public_panel())
         cost["rounds"] = float(panel.rounds or getattr(mechanism, "iterations", 1)) + 1
         batch_size = panel.batch_size
+    if audit.design_name == "one_run":  # its canaries are users of the run too
+        cost["users"] += float(audit.trials) * audit.targets
     cost["process"] = float(PROCESS_BYTES)
     if n_items is not None:
         cost["batch"] = float(batch_size) * n_items * 8
