@@ -342,11 +342,11 @@ class SP2(Mechanism, kind="sp2"):
 
     def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
         """The server retrains its MF on every public rating it holds each round (``epochs`` passes), each device
-        fine-tunes once on its ratings; a rating's SGD step costs ~170 + 12 x factors ns (measured: ~94 µs a held
-        user and round at 400 arrivals, 8 factors; numpy minibatch calls included), a joint fit about twice that;
+        fine-tunes once on its ratings; a rating's SGD step costs ~110 + 8 x factors ns (measured on sp2-movielens-100k,
+        319 s of CPU, and at 400 arrivals, 8 factors; numpy minibatch calls included), a joint fit about twice that;
         k-means over the items' factors for clustering; and each round's numpy calls however few the ratings (~15 a
         server epoch, ~10 a device epoch and rank of a rating within its user)."""
-        per_rating = (170.0 + 12.0 * self.factors) * (2 if self.method == "joint" else 1)
+        per_rating = (110.0 + 8.0 * self.factors) * (2 if self.method == "joint" else 1)
         kmeans = 5e6 + 30.0 * world.n_items * self.clusters * self.factors if self.method == "clustering" else 0.0
         calls = (15 * self.epochs + 10 * self.fine_tune_epochs * world.ratings_per_user) * CALL_OPERATIONS
         return RoundCost(operations=kmeans + calls, held_user_operations=self.epochs * world.ratings_per_user * per_rating,
