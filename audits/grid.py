@@ -11,6 +11,7 @@ its saved trial blocks.
 """
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Callable
@@ -72,6 +73,10 @@ def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_k
             result = run_scenario(point, run_dir, resume=resume, executor_kind=executor_kind, workers=workers,
                                   report=report)
             write_reports(result, run_dir)
+            # a finished run is referenced from cycles through the simulator's processes: collected now, not
+            # while the next point holds its own world beside it
+            del result
+            gc.collect()
         names = [name for name, _ in points]
         return write_comparison([out_dir / n for n in names], out_dir, labels=names,
                                 title=f"{scenario.name}: utility and ε_LB against ε")
