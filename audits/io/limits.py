@@ -25,7 +25,8 @@ counts so a refusal says which setting to lower:
   each (a task and a file); ``./dev bench estimate`` measures the ratio of
   estimated to measured time and ``--fit`` the prices (docs/guide/limits.md);
 - ``blocks`` and ``files``: trial blocks (targets x trials / block_size), each
-  saved as one progress file;
+  saved as one progress file (an upper bound: local replay saves a target's blocks in
+  about ``SAVED_UNITS`` units, so its files are fewer);
 - ``process``, ``table`` and ``outputs``: this process (the interpreter and its libraries,
   ``PROCESS_BYTES``), a panel's rating table (users x ratings x ``RATING_BYTES``: the population's and the
   engine's cohort), what the mechanism keeps per user (its ``round_cost``; and ``ARRIVAL_BYTES`` per arrival of a

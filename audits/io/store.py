@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from mechanisms.errors import BadInput
 
-from ..stats.coded import CodedScores
+from ..stats.coded import CodedScores, is_code_table
 
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)
@@ -217,16 +217,12 @@ def _decoded(arrays: dict[str, np.ndarray], keep_codes: tuple[str, ...] = ()) ->
         values = arrays.get(name + _VALUES)
         if values is None:
             out[name] = array
-        elif name in keep_codes and array.dtype == np.uint8 and _ascending(values):
+        elif name in keep_codes and array.dtype == np.uint8 and is_code_table(values):
             out[name] = CodedScores(array, values)
         else:
             out[name] = values[array]
     return out
 
-
-def _ascending(values: np.ndarray) -> bool:
-    return (values.dtype == np.float64 and values.ndim == 1 and 0 < values.size and not np.isnan(values[0])
-            and bool(np.all(values[1:] > values[:-1])))
 
 
 class Progress:

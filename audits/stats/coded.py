@@ -33,6 +33,13 @@ class Tally:
         return self.below[np.searchsorted(self.values, t, side=side)]
 
 
+def is_code_table(values: np.ndarray) -> bool:
+    """Whether ``values`` can be the table of :class:`CodedScores`: float64, 1 to 256 of them, strictly ascending
+    (so no NaN, and -0.0 and 0.0 never both)."""
+    return (values.dtype == np.float64 and values.ndim == 1 and 0 < values.size <= CODE_VALUES
+            and not np.isnan(values[0]) and bool(np.all(values[1:] > values[:-1])))
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.int64), b.view(np.int64))
 
@@ -47,8 +54,7 @@ class CodedScores:
     __slots__ = ("codes", "values")
 
     def __init__(self, codes: np.ndarray, values: np.ndarray):
-        if (codes.dtype != np.uint8 or values.dtype != np.float64 or values.ndim != 1
-                or not 0 < values.size <= CODE_VALUES or np.isnan(values[0]) or np.any(values[1:] <= values[:-1])):
+        if codes.dtype != np.uint8 or not is_code_table(values):
             raise ValueError("coded scores need uint8 codes and a strictly ascending float64 table of <= 256 values")
         self.codes, self.values = codes, values
 
