@@ -7,10 +7,10 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from mechanisms import Mechanism
-from mechanisms.registry import Registry
-from simulator.neighbours import TargetPair
-from simulator.transcript import View, ViewKind
+from recaudit.mechanisms import Mechanism
+from recaudit.core.registry import Registry
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View, ViewKind
 
 #: every registered attack, by kind
 ATTACKS: Registry = Registry("attack")
@@ -29,7 +29,7 @@ class Attack(ABC):
     kind: ClassVar[str] = ""
     views: tuple[ViewKind, ...] = ("messages",)
     requires_fit: bool = False
-    #: the conformance suite (``attacks.checks``, ``audits.checks``): the parameters it builds the attack with,
+    #: the conformance suite (``recaudit.attacks.checks``, ``recaudit.audits.checks``): the parameters it builds the attack with,
     #: and the registered mechanism whose test scenario it attacks (None: no registered mechanism fits it)
     test_params: ClassVar[dict] = {}
     test_mechanism: ClassVar[str | dict | None] = "maxsense"  # a kind, or a mechanism block (kind and parameters)
@@ -57,7 +57,7 @@ class Attack(ABC):
     def score_table(self, mechanism: Mechanism, pair: TargetPair, view: View) -> tuple[np.ndarray, np.ndarray] | None:
         """The same scores as ``(indices, table)``, ``scores(...)`` being ``table[indices]`` bit for bit, for an
         attack that scores from a table of every possible output (None: it does not). An audit keeps such
-        scores as one byte a run (``audits.stats.coded``)."""
+        scores as one byte a run (``recaudit.audits.stats.coded``)."""
         return None
 
 
@@ -77,7 +77,7 @@ class PublicKnowledge:
 
 
 class Reconstruction(Protocol):
-    """The reconstruction contract (``audits.reconstruction`` scores it against the public prior's guess).
+    """The reconstruction contract (``recaudit.audits.reconstruction`` scores it against the public prior's guess).
 
     ``reconstruct(messages, public)`` turns the released messages of a batch of users (users on axis 0) and
     the public knowledge into a guess of each user's private values, one row per user.

@@ -2,7 +2,7 @@
 
 ``tests/test_conformance.py`` runs them over all of ``ATTACKS``; the check
 that scores a real run of the attack's ``test_mechanism`` is in
-``audits.checks`` (it runs an audit).
+``recaudit.audits.checks`` (it runs an audit).
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from mechanisms import MECHANISMS
-from mechanisms.claims import ViewKind
-from simulator.neighbours import TargetPair
-from simulator.transcript import view_class
+from recaudit.mechanisms import MECHANISMS
+from recaudit.mechanisms.claims import ViewKind
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import view_class
 
 from .base import ATTACKS, Attack
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from mechanisms import Mechanism
-from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from recaudit.mechanisms import Mechanism
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View
 
 from .base import Attack
 
@@ -99,7 +99,7 @@ class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
         gives ``MAvg`` and ``Q``, so the attack recomputes ``r̄`` and ``p`` for both
         candidate rows; the score is how much closer the output is to world 1's.
         """
-        from mechanisms.mcsherry_mironov import Release, user_factors
+        from recaudit.mechanisms.mcsherry_mironov import Release, user_factors
 
         outputs = [view.target[0]] if view.audited is not None else list(view.target)
         scores = []

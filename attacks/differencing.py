@@ -1,6 +1,6 @@
 """Differencing (Calandrino et al. 2011): compare releases around the target's arrival to isolate its row.
 
-A server that re-publishes a running statistic (``mechanisms.continual_covariance``)
+A server that re-publishes a running statistic (``recaudit.mechanisms.continual_covariance``)
 lets an adversary who knows when the target arrived (its arrival time is in
 the view) subtract what was published before from what was published after:
 what remains is the target's contribution ``x xᵀ`` (plus the other newcomers'
@@ -33,9 +33,9 @@ from typing import Annotated, ClassVar
 import numpy as np
 from annotated_types import Ge
 
-from mechanisms import Mechanism
-from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from recaudit.mechanisms import Mechanism
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View
 
 from .base import Attack
 from .subspace_alignment import _directions

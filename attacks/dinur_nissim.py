@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, sparse
 
-from mechanisms import Mechanism
-from mechanisms.errors import InternalError
-from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from recaudit.mechanisms import Mechanism
+from recaudit.core.errors import InternalError
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View
 
 from .base import Attack
 from .pmc_sign import message_rows

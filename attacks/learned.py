@@ -22,7 +22,7 @@ means world 1), and must be fitted on runs that are never counted:
 * ``boosted`` — scikit-learn's ``HistGradientBoostingClassifier`` on the same
   features: non-linear (clipped Laplace ratios, interactions, mixed outputs).
 
-Each also implements the :class:`attacks.base.Attack` contract for
+Each also implements the :class:`recaudit.attacks.base.Attack` contract for
 scenarios, reading the ``messages`` view (each run's released bits).
 """
 from __future__ import annotations

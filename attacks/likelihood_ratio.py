@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import LocalMechanism
-from simulator.neighbours import sketches_under
+from recaudit.mechanisms import LocalMechanism
+from recaudit.simulator.neighbours import sketches_under
 
 from .base import Attack
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Mechanism
-from simulator.neighbours import TargetPair
-from simulator.transcript import View
+from recaudit.mechanisms import Mechanism
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View
 
 from .base import Attack, PublicKnowledge
 from .pmc_sign import message_rows

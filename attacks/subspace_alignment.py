@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import Mechanism
-from simulator.neighbours import TargetPair
-from simulator.transcript import View, rows_of
+from recaudit.mechanisms import Mechanism
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.transcript import View, rows_of
 
 from .base import Attack
 

@@ -1,4 +1,4 @@
-"""Adapters that make other libraries' DP mechanisms auditable by :mod:`audits.harness`.
+"""Adapters that make other libraries' DP mechanisms auditable by :mod:`recaudit.audits.harness`.
 
 The harness audits any object with ``sample(value, n, rng)``. Libraries expose
 one draw per call and seed in their own way (a ``Generator``, a
@@ -22,8 +22,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from mechanisms.claims import PrivacyClaim
-from mechanisms.conversions import from_zcdp
+from recaudit.mechanisms.claims import PrivacyClaim
+from recaudit.mechanisms.conversions import from_zcdp
 
 Seeding = Literal["generator", "random_state", "int"] | None
 SEEDINGS = ("generator", "random_state", "int", None)
@@ -144,7 +144,7 @@ def from_callable(draw: Callable, claim, neighbours=None, seeding: Seeding = "ge
                   vectorised: bool = False, library: str = "", chunk: int = CHUNK) -> LibraryMechanism:
     """Wrap ``draw(value, seed)`` (one output per call) as a harness mechanism; see :class:`LibraryMechanism`.
 
-    ``claim``: a :class:`PrivacyClaim` (e.g. from :mod:`mechanisms.conversions`),
+    ``claim``: a :class:`PrivacyClaim` (e.g. from :mod:`recaudit.mechanisms.conversions`),
     an ε, or an ``(ε, δ)`` pair.
     """
     return LibraryMechanism(draw, _as_claim(claim), neighbours, seeding, vectorised, library, chunk)

@@ -1,4 +1,4 @@
-"""A black-box mechanism's outputs turned into scores for ``audits.harness``: hand-written scores checked, a
+"""A black-box mechanism's outputs turned into scores for ``recaudit.audits.harness``: hand-written scores checked, a
 determinism probe, labels encoded, and learned attacks fitted on a share of the selection runs."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Callable
 
 import numpy as np
 
-from attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
-from attacks.sparse import SparseBoostedAttack
+from recaudit.attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
+from recaudit.attacks.sparse import SparseBoostedAttack
 
 from .stats.thresholds import select_threshold
 
@@ -109,7 +109,7 @@ def _learned_scores(attack, tables, selection_fraction: float, seed, alpha: floa
 
     ``attack="auto"`` fits every candidate (:func:`_auto_candidates`) and keeps
     the one whose best cut on the rest of the selection runs has the largest
-    simultaneous criterion (:func:`audits.stats.thresholds.select_threshold`,
+    simultaneous criterion (:func:`recaudit.audits.stats.thresholds.select_threshold`,
     corrected over the candidates too): a choice made on selection runs only,
     so the evaluation runs stay fresh and the bound valid, and one that does
     not hang on a single classifier's luck.

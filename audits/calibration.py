@@ -5,7 +5,7 @@
 * Tightness: ε_LB / ε on the reference mechanisms with the optimal attack —
   how much of the true ε an audit of a given size can show.
 
-Run ``python -m audits.calibration`` to print the tightness table (markdown);
+Run ``python -m recaudit.audits.calibration`` to print the tightness table (markdown);
 ``--coverage`` also prints the coverage table. Every figure is a fixed
 function of the seed.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
+from recaudit.mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
 
 from .harness import as_seed_sequence, run_audit
 from .stats.estimators import ESTIMATORS

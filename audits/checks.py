@@ -1,6 +1,6 @@
 """The conformance checks that run things: mechanisms in their scenarios, attacks, estimators, designs.
 
-``mechanisms.checks`` holds the mechanism checks that need no world; the ones
+``recaudit.mechanisms.checks`` holds the mechanism checks that need no world; the ones
 here build each class's small ``test_scenario`` through the scenario loader and
 run it through the engine or the audit, the path a user's scenario takes.
 ``tests/test_conformance.py`` runs every check over every registered entry
@@ -22,19 +22,19 @@ import yaml
 from annotated_types import Ge, Gt, Le, Lt
 from scipy import sparse
 
-from attacks import ATTACKS
-from attacks import checks as attacks_suite
-from attacks.checks import yield_checks as attack_checks_without_run
-from mechanisms import MECHANISMS, Mechanism, PrivacyClaim
-from mechanisms.accounting import GaussianRelease, account
-from mechanisms.checks import yield_checks as mechanism_checks_without_world
-from simulator.checks import params as population_checks_without_scenario_params
-from simulator.checks import yield_checks as population_checks_without_scenario
-from simulator.churn import Churn
-from simulator.engine import run_protocol
-from simulator.populations import POPULATIONS
-from simulator.seeds import stream
-from simulator.transcript import Recorder, Transcript
+from recaudit.attacks import ATTACKS
+from recaudit.attacks import checks as attacks_suite
+from recaudit.attacks.checks import yield_checks as attack_checks_without_run
+from recaudit.mechanisms import MECHANISMS, Mechanism, PrivacyClaim
+from recaudit.mechanisms.accounting import GaussianRelease, account
+from recaudit.mechanisms.checks import yield_checks as mechanism_checks_without_world
+from recaudit.simulator.checks import params as population_checks_without_scenario_params
+from recaudit.simulator.checks import yield_checks as population_checks_without_scenario
+from recaudit.simulator.churn import Churn
+from recaudit.simulator.engine import run_protocol
+from recaudit.simulator.populations import POPULATIONS
+from recaudit.simulator.seeds import stream
+from recaudit.simulator.transcript import Recorder, Transcript
 
 from .designs import DESIGNS, Design, DesignError
 from .io.sections import PopulationConfig
@@ -198,7 +198,7 @@ MECHANISM_CHECKS: tuple[Check, ...] = (check_scenario_validates, check_bad_param
 
 
 def mechanism_checks(cls: type[Mechanism], slow: bool = False) -> Iterator[Check]:
-    """Every check of a mechanism class: ``mechanisms.checks``' then those in its world (``slow``: its audit)."""
+    """Every check of a mechanism class: ``recaudit.mechanisms.checks``' then those in its world (``slow``: its audit)."""
     if slow:
         if cls.negative_control:
             yield check_negative_control_is_flagged
@@ -259,7 +259,7 @@ def check_attack_scores_a_real_run(cls: type) -> None:
 
 
 def attack_checks(cls: type, slow: bool = False) -> Iterator[Check]:
-    """Every check of an attack class: ``attacks.checks``' then a scored run of its test mechanism."""
+    """Every check of an attack class: ``recaudit.attacks.checks``' then a scored run of its test mechanism."""
     if slow:
         return
     yield from attack_checks_without_run(cls)

@@ -15,7 +15,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 from . import data_command
 from .executors import MAX_WORKERS
@@ -224,7 +224,7 @@ def _load(args: argparse.Namespace):
 
 def _announce_cost(scenario) -> None:
     """Log the estimated run time first when it is more than ANNOUNCE_SECONDS."""
-    from mechanisms import MECHANISMS
+    from recaudit.mechanisms import MECHANISMS
 
     from .io.limits import estimate_cost
     from .io.scenario import build
@@ -242,7 +242,7 @@ def _duration(seconds: float) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simulator.neighbours import PairError
+    from recaudit.simulator.neighbours import PairError
 
     from .io.report import write_reports
     from .runner import run_scenario
@@ -300,7 +300,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    from simulator.neighbours import PairError
+    from recaudit.simulator.neighbours import PairError
 
     from .grid import run_grid
 
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                 "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info)}
     try:
         return commands[args.command]()
-    except BadInput as exc:  # the user's input or environment (mechanisms.errors): one line, exit 2
+    except BadInput as exc:  # the user's input or environment (recaudit.core.errors): one line, exit 2
         print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # stdout closed early (`recaudit list | head`): not an error of recaudit's

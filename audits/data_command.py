@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from mechanisms import ParameterError
-from simulator import datasets
+from recaudit.mechanisms import ParameterError
+from recaudit.simulator import datasets
 
 
 def add_parser(sub) -> None:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, log) -> int:
 def _info(path: Path, format: str) -> int:
     import numpy as np
 
-    from simulator.ratings import read_ratings
+    from recaudit.simulator.ratings import read_ratings
 
     try:
         parsed = read_ratings(path, format)

@@ -18,7 +18,7 @@ import socket
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 #: at most this many workers: a pool starts them all, so a typo must not start a million
 MAX_WORKERS = 256

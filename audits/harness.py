@@ -2,8 +2,8 @@
 
 Runs a mechanism many times on each of two neighbouring dataset values,
 scores the outputs with an attack, and turns the scores into an ε lower
-bound (docs/statistics.md, "The distinguishing game"): :func:`audits.stats.bounds.split_epsilon_bound`
-(Clopper–Pearson, any mechanism) or :func:`audits.stats.gdp.split_gdp_bound`
+bound (docs/statistics.md, "The distinguishing game"): :func:`recaudit.audits.stats.bounds.split_epsilon_bound`
+(Clopper–Pearson, any mechanism) or :func:`recaudit.audits.stats.gdp.split_gdp_bound`
 (Gaussian DP, for Gaussian-like mechanisms). The claim is *violated* when
 ε_LB > ε_claimed; this is wrongly concluded for a mechanism that meets its
 claim with probability ≤ ``alpha``. So:
@@ -18,11 +18,11 @@ A mechanism is any object with ``sample(value, n, rng)`` returning ``n``
 independent outputs on the dataset ``value``: an array of shape ``(n,)``
 (scalars), ``(n, d)`` (vectors, indices) or a tuple/dict of such arrays
 (mixed outputs). Optional attributes ``claim`` (a
-:class:`mechanisms.base.PrivacyClaim`, or anything with ``epsilon`` and
+:class:`recaudit.mechanisms.base.PrivacyClaim`, or anything with ``epsilon`` and
 ``delta``), ``neighbours`` (a pair of dataset values) and
 ``score(outputs) -> array`` fill in what the call leaves out. Without a
 hand-written score, scalar outputs are their own score and other outputs are
-scored by a learned attack (:mod:`attacks.learned`) fitted on selection runs
+scored by a learned attack (:mod:`recaudit.attacks.learned`) fitted on selection runs
 only. Randomness: ``np.random.SeedSequence(seed).spawn(4)``: world 0, world 1,
 the permutation of each world's runs before splitting, the attack's fit; so
 a fixed seed reproduces the audit exactly.
@@ -34,8 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from attacks.learned import OutputAttack, output_table
-from mechanisms import PrivacyClaim
+from recaudit.attacks.learned import OutputAttack, output_table
+from recaudit.mechanisms import PrivacyClaim
 
 from .stats.rates import BoundResult, epsilon_lower_bound
 from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
@@ -70,7 +70,7 @@ class AuditRun:
     p_value: float | None = None
     #: None when the seed reproduces the run; else why it does not (an unseedable library, a probe that differed)
     not_reproducible: str | None = None
-    #: the neighbouring relation of the pair (``audits.adapters.add_remove`` / ``replace_one`` name theirs)
+    #: the neighbouring relation of the pair (``recaudit.audits.adapters.add_remove`` / ``replace_one`` name theirs)
     neighbouring: str = "as given"
     #: how the claim's (ε, δ) was derived, when it was stated in another currency (zCDP, Rényi, GDP)
     conversion: str | None = None
@@ -132,7 +132,7 @@ def _check_attack(attack, score) -> None:
     if isinstance(attack, OutputAttack):
         return
     if attack not in ATTACK_CHOICES:
-        raise ValueError(f"attack must be one of {ATTACK_CHOICES} or an attacks.learned.OutputAttack, "
+        raise ValueError(f"attack must be one of {ATTACK_CHOICES} or a recaudit.attacks.learned.OutputAttack, "
                          f"got {attack!r}")
     if score is not None and attack != "auto":
         raise ValueError(f"pass either score= (a hand-written attack) or attack={attack!r}, not both")

@@ -1,4 +1,4 @@
-"""Reports of harness audits (a library's mechanism audited with :func:`audits.harness.run_audit`).
+"""Reports of harness audits (a library's mechanism audited with :func:`recaudit.audits.harness.run_audit`).
 
 :func:`write_audit_report` writes ``report.json`` (strict JSON), ``report.md``
 and ``report.html`` (autoescaped, self-contained) for one audit or a

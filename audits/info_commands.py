@@ -23,9 +23,9 @@ def _version() -> str:
 
 
 def _cmd_list() -> int:
-    from attacks import ATTACKS
-    from mechanisms import MECHANISMS
-    from simulator.populations import POPULATIONS
+    from recaudit.attacks import ATTACKS
+    from recaudit.mechanisms import MECHANISMS
+    from recaudit.simulator.populations import POPULATIONS
 
     from .designs import DESIGNS
     from .io.schema import summary

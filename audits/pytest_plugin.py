@@ -1,8 +1,8 @@
 """pytest plugin ``recaudit``: the ``dp_audit`` fixture and the ``dp`` marker.
 
-Registered through the ``pytest11`` entry point (``recaudit = "audits.pytest_plugin"``),
-or explicitly with ``-p audits.pytest_plugin``. ``dp_audit`` wraps
-:func:`audits.harness.assert_dp` / :func:`audits.harness.assert_not_dp` with a
+Registered through the ``pytest11`` entry point (``recaudit = "recaudit.audits.pytest_plugin"``),
+or explicitly with ``-p recaudit.audits.pytest_plugin``. ``dp_audit`` wraps
+:func:`recaudit.audits.harness.assert_dp` / :func:`recaudit.audits.harness.assert_not_dp` with a
 seed derived from the test's node id (SHA-256, so stable across runs,
 machines and ``PYTHONHASHSEED``): each test gets its own fixed seed and a
 failure reproduces exactly.
@@ -40,12 +40,12 @@ class DPAudit:
         return harness.assert_not_dp(mechanism, **kwargs)
 
     def search_neighbours(self, mechanism, candidates=None, **kwargs) -> harness.NeighbourSearch:
-        """Every candidate pair audited as one Holm family (see :func:`audits.harness.search_neighbours`)."""
+        """Every candidate pair audited as one Holm family (see :func:`recaudit.audits.harness.search_neighbours`)."""
         kwargs.setdefault("seed", self.seed)
         return harness.search_neighbours(mechanism, candidates, **kwargs)
 
     def run(self, mechanism, **kwargs) -> harness.AuditRun:
-        """The audit without a verdict (see :func:`audits.harness.run_audit`)."""
+        """The audit without a verdict (see :func:`recaudit.audits.harness.run_audit`)."""
         kwargs.setdefault("seed", self.seed)
         return harness.run_audit(mechanism, **kwargs)
 

@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import sparse, stats
 
-from attacks.base import PublicKnowledge
-from attacks.dinur_nissim import lp_reconstruct
-from attacks.laplace_posterior import LaplacePosteriorAttack
-from attacks.pmc_sign import PmcSignAttack
-from attacks.pmd_coordinate import PmdCoordinateAttack
-from attacks.pmd_pairwise import PmdPairwiseAttack
+from recaudit.attacks.base import PublicKnowledge
+from recaudit.attacks.dinur_nissim import lp_reconstruct
+from recaudit.attacks.laplace_posterior import LaplacePosteriorAttack
+from recaudit.attacks.pmc_sign import PmcSignAttack
+from recaudit.attacks.pmd_coordinate import PmdCoordinateAttack
+from recaudit.attacks.pmd_pairwise import PmdPairwiseAttack
 
 SIGN_TEST = "exact one-sided sign test over users (scipy.stats.binomtest, ties dropped)"
 MCNEMAR = "exact one-sided McNemar test over discordant guesses (scipy.stats.binomtest)"
@@ -85,7 +85,7 @@ def public_sign_prior(public: sparse.csr_array, mu: np.ndarray) -> np.ndarray:
 
 def public_level_mode(public: sparse.csr_array, levels: np.ndarray) -> np.ndarray:
     """Each item's most frequent level among public users (the prior's best single guess)."""
-    from attacks.laplace_posterior import level_prior
+    from recaudit.attacks.laplace_posterior import level_prior
 
     return np.asarray(levels, float)[np.argmax(level_prior(public, np.asarray(levels, float), 0.0 + 1e-9), axis=1)]
 

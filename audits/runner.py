@@ -1,9 +1,9 @@
 """Runs a scenario: the world, the audit design's scores, the estimators' bounds, the verdict.
 
-The data path: ``io.scenario`` builds the parts; ``simulator.engine`` runs the
+The data path: ``io.scenario`` builds the parts; ``recaudit.simulator.engine`` runs the
 world (with the design's canaries in it, if any); the design
-(``audits.designs``) produces attack scores, in blocks over an executor
-with progress saved by ``io.store``; the estimator (``audits.stats.estimators``)
+(``recaudit.audits.designs``) produces attack scores, in blocks over an executor
+with progress saved by ``io.store``; the estimator (``recaudit.audits.stats.estimators``)
 turns each test's scores into an :class:`Estimate`; Holm's correction gives
 the verdicts; ``io.report`` writes them.
 """
@@ -18,15 +18,15 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from attacks import ATTACKS
-from mechanisms import MECHANISMS, PrivacyClaim
-from mechanisms.errors import BadInput
-from simulator.engine import run_protocol
-from simulator.neighbours import TargetPair, policy_for
-from simulator.populations import POPULATIONS
-from simulator.ratings import ratings_limit
-from simulator.seeds import child_seed, stream
-from simulator.transcript import Recorder
+from recaudit.attacks import ATTACKS
+from recaudit.mechanisms import MECHANISMS, PrivacyClaim
+from recaudit.core.errors import BadInput
+from recaudit.simulator.engine import run_protocol
+from recaudit.simulator.neighbours import TargetPair, policy_for
+from recaudit.simulator.populations import POPULATIONS
+from recaudit.simulator.ratings import ratings_limit
+from recaudit.simulator.seeds import child_seed, stream
+from recaudit.simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
 from .designs.base import saved_scores
@@ -62,7 +62,7 @@ class TestOutcome:
     worlds: np.ndarray | None = None  # one-run: each canary's world
     adjusted_p_value: float = float("nan")
     verdict: str = ""
-    #: how far the pair really moves the white-box statistics (``audits.stats.reach``), when measured
+    #: how far the pair really moves the white-box statistics (``recaudit.audits.stats.reach``), when measured
     reach: dict | None = None
 
     __test__ = False  # not a pytest class
@@ -142,7 +142,7 @@ def audit_job(scenario: Scenario) -> tuple[AuditJob, object, np.random.SeedSeque
 
 
 def measure_world(scenario: Scenario) -> dict:
-    """The scenario's world alone, no audit and no canaries: its utility (``audits.utility``)."""
+    """The scenario's world alone, no audit and no canaries: its utility (``recaudit.audits.utility``)."""
     job, _, world_seed = audit_job(scenario)
     recorder = Recorder(answers=False, **recording_needs(job.mechanism, job.population, job.view))
     transcript = run_protocol(job.mechanism, job.population, job.catalogue, job.churn, world_seed, recorder=recorder)

@@ -2,12 +2,12 @@
 
 For each axis of the ``sweep:`` block, one parameter takes each of its values
 while everything else stays at the scenario's value. Every (axis, value,
-replicate) runs a churn-free learning curve (``simulator.learning``) until the
+replicate) runs a churn-free learning curve (``recaudit.simulator.learning``) until the
 clustering accuracy reaches ``target_accuracy`` at ``stable_checkpoints``
 consecutive checkpoints; ``U*`` is the first of those user counts (censored at
 ``max_users``). Per axis, ``log U* = a + slope · log x`` is fitted by OLS
 (statsmodels) with a 95% confidence interval, beside the slope the theory
-formula (``mechanisms.theory``) has over the same grid.
+formula (``recaudit.mechanisms.theory``) has over the same grid.
 
 ``sweep.compare`` lists more mechanisms run on the same grids, worlds and
 seeds (a paired comparison: the same catalogue and users for every
@@ -25,10 +25,10 @@ from typing import Callable
 
 import numpy as np
 
-from mechanisms import MECHANISMS, theory
-from simulator.learning import checkpoints, learning_curve
-from simulator.populations import POPULATIONS
-from simulator.seeds import child_seed, stream
+from recaudit.mechanisms import MECHANISMS, theory
+from recaudit.simulator.learning import checkpoints, learning_curve
+from recaudit.simulator.populations import POPULATIONS
+from recaudit.simulator.seeds import child_seed, stream
 
 from .executors import as_finished, open_executor
 from .io.scenario import Scenario, build

@@ -7,10 +7,10 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 
-from mechanisms.clustering import kmeans_1d
-from mechanisms.matrix_completion import gram
-from simulator.metrics import ndcg_at_k, rmse
-from simulator.transcript import Transcript
+from recaudit.mechanisms.clustering import kmeans_1d
+from recaudit.mechanisms.matrix_completion import gram
+from recaudit.simulator.metrics import ndcg_at_k, rmse
+from recaudit.simulator.transcript import Transcript
 
 TRUTH_METRIC = "item clustering accuracy"
 AGREEMENT_METRIC = "agreement with the non-private clustering"
@@ -61,7 +61,7 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
     withholds ratings passes the identity over ``transcript.held_out``). Canaries are left
     out. Also reports the RMSE of predicting 0 (the scale of the ratings) and, given ``train_mean``,
     of predicting the mean training rating (what any predictor must beat) for reference;
-    NDCG@10 (``simulator.metrics``) only when every held-out rating is positive (star levels).
+    NDCG@10 (``recaudit.simulator.metrics``) only when every held-out rating is positive (star levels).
     """
     users = transcript.output_user
     background = ~np.isin(users, transcript.inserted)
@@ -85,7 +85,7 @@ COVARIANCE_METRIC = "relative Frobenius error of the released covariance"
 
 
 def covariance_error(transcript: Transcript) -> dict:
-    """‖R_t − S_t‖_F / ‖S_t‖_F of every release ``R_t`` of a covariance server (``mechanisms.continual_covariance``).
+    """‖R_t − S_t‖_F / ‖S_t‖_F of every release ``R_t`` of a covariance server (``recaudit.mechanisms.continual_covariance``).
 
     ``S_t`` is the exact ``AᵀA`` of the messages (clipped rows) answered by the
     release's time: the transcript must keep every message and answer time.

@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audits.harness import run_audit  # noqa: E402
-from audits.stats.one_run import fdp_one_run_audit, one_run_audit  # noqa: E402
-from mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse, analytic_gaussian_sigma  # noqa: E402
-from mechanisms.vector_reference import VECTOR_BROKEN, VECTOR_REFERENCE  # noqa: E402
+from recaudit.audits.harness import run_audit  # noqa: E402
+from recaudit.audits.stats.one_run import fdp_one_run_audit, one_run_audit  # noqa: E402
+from recaudit.mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse, analytic_gaussian_sigma  # noqa: E402
+from recaudit.mechanisms.vector_reference import VECTOR_BROKEN, VECTOR_REFERENCE  # noqa: E402
 
 
 class WithoutScore:

@@ -1,7 +1,7 @@
 """BLAS threads on the project's matrix sizes: OpenBLAS's default threads against one (issue 20).
 
 ``python benchmarks/blas_threads.py`` times, in three child processes (BLAS at its default threads,
-``OPENBLAS_NUM_THREADS=1``, and ``audits.executors.one_blas_thread``, what a run uses), the linear
+``OPENBLAS_NUM_THREADS=1``, and ``recaudit.audits.executors.one_blas_thread``, what a run uses), the linear
 algebra of the hot paths: eigen-solves of items x items (matrix completion, McSherry–Mironov), batched
 eigen-solves and products over runs (``frank_wolfe_runs``, ``projected_gradient_runs``), Lanczos for
 one eigenpair, small Gram products. It prints CPU and wall milliseconds per call for each.
@@ -49,7 +49,7 @@ def cases() -> dict:
 def child(mode: str) -> None:
     import contextlib
 
-    from audits.executors import one_blas_thread
+    from recaudit.audits.executors import one_blas_thread
 
     with one_blas_thread() if mode == "one_blas_thread" else contextlib.nullcontext():
         for name, (call, reps) in cases().items():

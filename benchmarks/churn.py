@@ -49,9 +49,9 @@ def maxsense_churn(users: int, rate: float, lifetime: float, seed: int) -> dict:
     """The full simulator: SBM users, churn, MaxSense queries and releases."""
     import numpy as np
 
-    from mechanisms import MaxSense
-    from simulator.churn import Churn, simulate
-    from simulator.population import SBMPopulation
+    from recaudit.mechanisms import MaxSense
+    from recaudit.simulator.churn import Churn, simulate
+    from recaudit.simulator.population import SBMPopulation
 
     pop = SBMPopulation(n_items=200, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                         like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=10)

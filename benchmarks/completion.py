@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def product(users: int, items: int, per_user: int, seed: int) -> dict:
     import numpy as np
 
-    from simulator.population import rank_one_world
+    from recaudit.simulator.population import rank_one_world
 
     world = rank_one_world(users, items, per_user, np.random.default_rng(seed))
     a, v = world.data.train, np.ones(items)
@@ -47,7 +47,7 @@ def product(users: int, items: int, per_user: int, seed: int) -> dict:
 def private_fw_audit(users: int, items: int, per_user: int, seed: int, canaries: int, iterations: int) -> dict:
     import yaml
 
-    from audits.cli import main
+    from recaudit.audits.cli import main
 
     scenario = yaml.safe_load((ROOT / "scenarios" / "matrix-completion-utility.yaml").read_text())
     scenario["seed"] = seed
@@ -77,8 +77,8 @@ def _mechanisms(eps: float, iterations: int, row_bound: float, nuclear_scale: fl
     (ε, δ) — the unit FW and PGD claim — from the per-user sensitivities
     (``user_level_rating_epsilon``, checked against the accountant in the tests).
     """
-    from mechanisms import McSherryMironov, PrivateFrankWolfe, PrivateProjectedGradient
-    from mechanisms.mcsherry_mironov import user_level_rating_epsilon
+    from recaudit.mechanisms import McSherryMironov, PrivateFrankWolfe, PrivateProjectedGradient
+    from recaudit.mechanisms.mcsherry_mironov import user_level_rating_epsilon
 
     low, high = rating_range
     mm = {"noise": "gaussian", "delta": 1e-6, "min_rating": low, "max_rating": high, "rank": 2}
@@ -96,10 +96,10 @@ def _rmse_of(mechanism, population, seed: int) -> dict:
     """Held-out RMSE of every user's output after one whole run of ``mechanism`` through the engine."""
     import numpy as np
 
-    from audits.utility import completion_rmse
-    from simulator.engine import run_protocol
-    from simulator.schedules import Panel
-    from simulator.transcript import Recorder
+    from recaudit.audits.utility import completion_rmse
+    from recaudit.simulator.engine import run_protocol
+    from recaudit.simulator.schedules import Panel
+    from recaudit.simulator.transcript import Recorder
 
     catalogue = population.catalogue(np.random.default_rng(seed))
     users = population.rows.ratings.shape[0]
@@ -114,9 +114,9 @@ def rmse_table(users: int, items: int, per_user: int, epsilons: list[float], rep
     """Held-out RMSE of each mechanism per ε (non-private FW once per seed) on the synthetic rank-one world."""
     import numpy as np
 
-    from mechanisms import FrankWolfe
-    from simulator.population import rank_one_world
-    from simulator.populations import MatrixPopulation
+    from recaudit.mechanisms import FrankWolfe
+    from recaudit.simulator.population import rank_one_world
+    from recaudit.simulator.populations import MatrixPopulation
 
     rows = []
     for seed in range(first_seed, first_seed + repeats):
@@ -150,7 +150,7 @@ def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int
     """Held-out RMSE of every mechanism on a MovieLens-format (``u.data``) file the project generates.
 
     Users of a two-cluster star blockmodel (1..5 stars) are written with
-    ``simulator.ratings.write_population_file`` and read back with the
+    ``recaudit.simulator.ratings.write_population_file`` and read back with the
     MovieLens loader (top 400 items, ≤ 80 ratings per user, 5 % held out).
     FW and PGD complete the raw star ratings (no centring) with ``L = 5·sqrt(80)``
     (no row is clipped) and a nuclear ball from the RMS rating; McSherry–Mironov
@@ -160,10 +160,10 @@ def movielens_rmse(users: int, epsilons: list[float], iterations: int, seed: int
 
     import numpy as np
 
-    from mechanisms import FrankWolfe
-    from simulator.population import StarSBMPopulation
-    from simulator.populations import MatrixPopulation
-    from simulator.ratings import load_ratings, write_population_file
+    from recaudit.mechanisms import FrankWolfe
+    from recaudit.simulator.population import StarSBMPopulation
+    from recaudit.simulator.populations import MatrixPopulation
+    from recaudit.simulator.ratings import load_ratings, write_population_file
 
     stars = [[[0.05, 0.1, 0.25, 0.35, 0.25], [0.3, 0.35, 0.2, 0.1, 0.05]],
              [[0.3, 0.35, 0.2, 0.1, 0.05], [0.05, 0.1, 0.25, 0.35, 0.25]]]
@@ -203,9 +203,9 @@ def row_bound_study(users: int, bounds: list[float], epsilons: list[float], iter
     (post-processing: the claim is unchanged); 1 is the paper's."""
     import numpy as np
 
-    from mechanisms import FrankWolfe, PrivateFrankWolfe
-    from simulator.population import rank_one_world
-    from simulator.populations import MatrixPopulation
+    from recaudit.mechanisms import FrankWolfe, PrivateFrankWolfe
+    from recaudit.simulator.population import rank_one_world
+    from recaudit.simulator.populations import MatrixPopulation
 
     world = rank_one_world(users, 400, 80, np.random.default_rng(seed))
     population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
@@ -236,12 +236,12 @@ def eigen_trace(users: int, row_bound: float, epsilon: float, iterations: int = 
     the alignment |⟨v̂_t, v⟩| with the true item factor, for non-private and private FW."""
     import numpy as np
 
-    from mechanisms import FrankWolfe, PrivateFrankWolfe
-    from simulator.engine import run_protocol
-    from simulator.population import rank_one_world
-    from simulator.populations import MatrixPopulation
-    from simulator.schedules import Panel
-    from simulator.transcript import Recorder
+    from recaudit.mechanisms import FrankWolfe, PrivateFrankWolfe
+    from recaudit.simulator.engine import run_protocol
+    from recaudit.simulator.population import rank_one_world
+    from recaudit.simulator.populations import MatrixPopulation
+    from recaudit.simulator.schedules import Panel
+    from recaudit.simulator.transcript import Recorder
 
     world = rank_one_world(users, 400, 80, np.random.default_rng(seed))
     population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)
@@ -359,7 +359,7 @@ def main() -> None:
 
 def rmse_outputs(args) -> None:
     """The RMSE-vs-ε study: rows as they finish (rows.jsonl), then rmse.json, rmse.md and rmse.png in ``--out``."""
-    from audits.io import plots
+    from recaudit.audits.io import plots
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

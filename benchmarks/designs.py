@@ -22,18 +22,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audits.designs import AuditJob  # noqa: E402
-from audits.designs.full_runs import whole_run  # noqa: E402
-from audits.designs.one_run import OneRunCanaries  # noqa: E402
-from audits.stats.estimators import OneRun  # noqa: E402
-from attacks import LikelihoodRatioAttack  # noqa: E402
-from mechanisms import MaxSense  # noqa: E402
-from simulator.churn import Churn  # noqa: E402
-from simulator.engine import run_protocol  # noqa: E402
-from simulator.neighbours import UserReplace  # noqa: E402
-from simulator.population import SBMPopulation  # noqa: E402
-from simulator.seeds import child_seed  # noqa: E402
-from simulator.transcript import Recorder  # noqa: E402
+from recaudit.audits.designs import AuditJob  # noqa: E402
+from recaudit.audits.designs.full_runs import whole_run  # noqa: E402
+from recaudit.audits.designs.one_run import OneRunCanaries  # noqa: E402
+from recaudit.audits.stats.estimators import OneRun  # noqa: E402
+from recaudit.attacks import LikelihoodRatioAttack  # noqa: E402
+from recaudit.mechanisms import MaxSense  # noqa: E402
+from recaudit.simulator.churn import Churn  # noqa: E402
+from recaudit.simulator.engine import run_protocol  # noqa: E402
+from recaudit.simulator.neighbours import UserReplace  # noqa: E402
+from recaudit.simulator.population import SBMPopulation  # noqa: E402
+from recaudit.simulator.seeds import child_seed  # noqa: E402
+from recaudit.simulator.transcript import Recorder  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,7 @@ peak memory (the largest resident set, interpreter included), with their ratios.
 each measurement in a JSON file and reuses it, so the estimate can be re-tabled without re-running
 (``--table``: table the file, run nothing); ``--cpu S`` skips a scenario needing over S CPU seconds
 (default 600). Scenarios run quickest estimate first. ``--fit`` then prices the time estimate's kinds of work
-(``audits.io.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of estimated /
+(``recaudit.audits.io.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of estimated /
 measured with every estimate at least ``--margin`` (default 1.25) times its measurement.
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from audits.io.limits import (SECONDS_PER, curve_work, estimate_cost, grid_cost, protocol_work,  # noqa: E402
+from recaudit.audits.io.limits import (SECONDS_PER, curve_work, estimate_cost, grid_cost, protocol_work,  # noqa: E402
                                sweep_cost, world_facts)
-from audits.io.scenario import Scenario, build, grid_points, load_scenario  # noqa: E402
-from mechanisms import MECHANISMS  # noqa: E402
+from recaudit.audits.io.scenario import Scenario, build, grid_points, load_scenario  # noqa: E402
+from recaudit.mechanisms import MECHANISMS  # noqa: E402
 
 
 #: extreme valid variants of shipped scenarios (``--extremes DIR``), each pushing one kind of work the estimate
@@ -162,7 +162,7 @@ def measure(command: str, path: Path, cpu: float) -> dict | None:
     resident set and the process tree's summed proportional set size, sampled every 0.2 s (workers included).
     """
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryFile("w+") as err:
-        argv = ["nice", "-n", "10", "/usr/bin/time", "-v", sys.executable, "-m", "audits", command, str(path),
+        argv = ["nice", "-n", "10", "/usr/bin/time", "-v", sys.executable, "-m", "recaudit", command, str(path),
                 "--out", out, "--quiet"]
         child = subprocess.Popen(["prlimit", f"--cpu={cpu:.0f}"] + argv, stdout=subprocess.DEVNULL, stderr=err,
                                  cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)})

@@ -2,7 +2,7 @@
 
 ``./dev bench gram`` (or ``python benchmarks/gram.py``) times, for random sparse rows of each number of
 items and density (4·10⁶ stored entries each), blocked sparse–dense products ``blockᵀ · dense(block)``,
-dense blocks through ``dsyrk`` (``mechanisms.gram_sums.gram`` picks between the two from the mean entries
+dense blocks through ``dsyrk`` (``recaudit.mechanisms.gram_sums.gram`` picks between the two from the mean entries
 per row) and, with ``--sparse``, one sparse ``rows.T @ rows``; and the rank-one world of the completion
 benchmark (``--users`` x 400 items, 80 ratings each). Prints a markdown table.
 """
@@ -19,9 +19,9 @@ from scipy.linalg import blas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mechanisms.base import take_rows  # noqa: E402
-from audits.executors import one_blas_thread  # noqa: E402
-from mechanisms.gram_sums import DENSE_CHUNK  # noqa: E402
+from recaudit.mechanisms.base import take_rows  # noqa: E402
+from recaudit.audits.executors import one_blas_thread  # noqa: E402
+from recaudit.mechanisms.gram_sums import DENSE_CHUNK  # noqa: E402
 
 
 def sparse_dense(rows: sparse.csr_array) -> np.ndarray:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             cases.append((f"random, {n} items", density, sparse.random_array((users, n), density=density,
                                                                                format="csr", rng=rng)))
     if args.users:
-        from simulator.population import rank_one_world
+        from recaudit.simulator.population import rank_one_world
 
         train = sparse.csr_array(rank_one_world(args.users, 400, 80, np.random.default_rng(1)).data.train)
         cases.append((f"rank-one world, {args.users:,} users, 400 items", train.nnz / np.prod(train.shape), train))

@@ -21,13 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def one_run(users: int, epsilon: float, row_bound: float, iterations: int, seed: int, noiseless: bool) -> dict:
     import numpy as np
 
-    from audits.utility import completion_rmse
-    from mechanisms import PrivateProjectedGradient
-    from simulator.engine import run_protocol
-    from simulator.population import rank_one_world
-    from simulator.populations import MatrixPopulation
-    from simulator.schedules import Panel
-    from simulator.transcript import Recorder
+    from recaudit.audits.utility import completion_rmse
+    from recaudit.mechanisms import PrivateProjectedGradient
+    from recaudit.simulator.engine import run_protocol
+    from recaudit.simulator.population import rank_one_world
+    from recaudit.simulator.populations import MatrixPopulation
+    from recaudit.simulator.schedules import Panel
+    from recaudit.simulator.transcript import Recorder
 
     world = rank_one_world(users, 400, 80, np.random.default_rng(seed))
     population = MatrixPopulation.from_ratings(world.data, 0.0, 1.0)

@@ -6,7 +6,7 @@ ratings from a star blockmodel) in a temporary folder, then times, each in its o
 its peak memory (max RSS) is its own:
 
 * ``pandas_read_csv`` — the baseline: plain ``pandas.read_csv(path)``, no validation, no table;
-* ``load_ratings`` — ``simulator.ratings.load_ratings``: parse, full validation (finite, nonzero,
+* ``load_ratings`` — ``recaudit.simulator.ratings.load_ratings``: parse, full validation (finite, nonzero,
   no duplicates), sparse CSR train table with a 1 % held-out split;
 * ``load_ratings_top400_cap80`` — the same with Jain et al.'s preparation: the 400 most rated
   items, 1 % held out, at most 80 training ratings per user.
@@ -36,14 +36,14 @@ def pandas_read_csv(path: str) -> dict:
 
 
 def load_ratings(path: str) -> dict:
-    from simulator.ratings import load_ratings as load
+    from recaudit.simulator.ratings import load_ratings as load
 
     data = load(path, test_fraction=0.01)
     return {"ratings": data.train.nnz + data.test.nnz, "users": data.n_users, "items": data.n_items}
 
 
 def load_ratings_top400_cap80(path: str) -> dict:
-    from simulator.ratings import load_ratings as load
+    from recaudit.simulator.ratings import load_ratings as load
 
     data = load(path, top_items=400, max_ratings_per_user=80, test_fraction=0.01)
     return {"ratings": data.train.nnz + data.test.nnz, "users": data.n_users, "items": data.n_items}
@@ -55,8 +55,8 @@ CASES = {"pandas_read_csv": pandas_read_csv, "load_ratings": load_ratings,
 
 def generate(path: Path, ratings: int, users: int, items: int, seed: int) -> Path:
     """A ratings.csv of ``users`` users with ``ceil(ratings / users)`` star ratings each (star blockmodel)."""
-    from simulator.population import StarSBMPopulation
-    from simulator.ratings import write_population_file
+    from recaudit.simulator.population import StarSBMPopulation
+    from recaudit.simulator.ratings import write_population_file
 
     stars = [[[0.05, 0.10, 0.20, 0.35, 0.30], [0.30, 0.30, 0.20, 0.15, 0.05]],
              [[0.20, 0.25, 0.25, 0.20, 0.10], [0.05, 0.05, 0.20, 0.30, 0.40]]]
@@ -76,7 +76,7 @@ def _peak_rss_mb() -> float:
 
 def _child(case: str, path: str) -> None:
     import pandas  # noqa: F401 -- imports are not what is timed
-    import simulator.ratings  # noqa: F401
+    import recaudit.simulator.ratings  # noqa: F401
 
     start, cpu = time.perf_counter(), time.process_time()
     result = CASES[case](path)

@@ -70,7 +70,7 @@ def spread(times: list) -> str:
 def _run_cli(data: dict, folder: Path) -> dict:
     import yaml
 
-    from audits.cli import main
+    from recaudit.audits.cli import main
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scenario.yaml").write_text(yaml.safe_dump(data))
@@ -136,7 +136,7 @@ def row_churn(scale: float) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from churn import bare_simpy, maxsense_churn
 
-    import mechanisms, simulator.churn, simulator.population  # noqa: F401, E401  (imports are not the run's cost)
+    import recaudit.mechanisms, recaudit.simulator.churn, recaudit.simulator.population  # noqa: F401, E401  (imports are not the run's cost)
 
     users = int(1_000_000 * scale)
     bare, base, base_wall = timed(bare_simpy, users, 10_000.0, 1.0, 1)
@@ -151,7 +151,7 @@ def row_completion(scale: float) -> dict:
     import numpy as np
     import yaml
 
-    from simulator.population import rank_one_world
+    from recaudit.simulator.population import rank_one_world
 
     users, canaries = int(500_000 * scale), int(10_000 * scale)
     world = rank_one_world(users, 400, 80, np.random.default_rng(1))
@@ -177,8 +177,8 @@ def row_learned(scale: float, repeats: int = 3) -> dict:
 
     import sklearn.ensemble, sklearn.linear_model  # noqa: F401, E401  (imports are not the attack's cost)
 
-    from audits.harness import run_audit
-    from mechanisms.vector_reference import VECTOR_REFERENCE
+    from recaudit.audits.harness import run_audit
+    from recaudit.mechanisms.vector_reference import VECTOR_REFERENCE
 
     trials = int(1_000_000 * scale)
     mech = VECTOR_REFERENCE["vector_laplace"](1.0)

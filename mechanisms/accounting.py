@@ -3,7 +3,7 @@
 A mechanism declares the *privacy events* it publishes (a Gaussian or Laplace
 release, binary randomized response, their compositions and Poisson
 subsamples) and :func:`account` turns them into a
-:class:`mechanisms.claims.PrivacyClaim` with Google's ``dp_accounting``:
+:class:`recaudit.mechanisms.claims.PrivacyClaim` with Google's ``dp_accounting``:
 
 * every leaf event is a pair of output distributions on two neighbouring
   inputs — ``N(0, σ²)`` vs ``N(Δ, σ²)``, ``Lap(0, b)`` vs ``Lap(Δ, b)``, or
@@ -50,7 +50,7 @@ from scipy.special import expit
 
 # PrivacyClaim lives in .claims (re-exported by .base, which imports this module at load time)
 from .claims import Model, Neighbouring, PrivacyClaim, Unit
-from .errors import InternalError
+from recaudit.core.errors import InternalError
 from .privacy_events import (RR_EPSILON_RANGE, Composition, Event, GaussianRelease, LaplaceRelease,  # noqa: F401
                              PoissonSampled, RandomizedResponseRelease, _check_event, _count, _positive_finite,
                              to_dp_event)

@@ -13,8 +13,8 @@ from . import bit_release
 from .accounting import GaussianRelease, RandomizedResponseRelease, account
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
 from .costs import RoundCost
-from .errors import ParameterError  # noqa: F401 (re-exported)
-from .registry import Registry
+from recaudit.core.errors import ParameterError  # noqa: F401 (re-exported)
+from recaudit.core.registry import Registry
 from .sparse_rows import take_rows  # noqa: F401 (re-exported)
 from .user_batch import UserBatch  # noqa: F401 (re-exported)
 
@@ -34,7 +34,7 @@ class WorldInfo:
 class Mechanism(ABC):
     """A multi-round protocol between a server and the users present (docs/architecture.md, "The contracts").
 
-    The engine (``simulator.engine``, the only round loop) drives it. Each
+    The engine (``recaudit.simulator.engine``, the only round loop) drives it. Each
     round the server publishes ``broadcast(state)``; every present user with
     queries left gets a public query (``make_queries``) and computes a message
     from its private rows, the query, the broadcast and its own carried state
@@ -58,7 +58,7 @@ class Mechanism(ABC):
     claim_unit: Unit = "user"
     claim_neighbouring: Neighbouring = "replace"
     claim_delta: float = 0.0
-    #: a policy of ``simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
+    #: a policy of ``recaudit.simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
     #: (None: the default policy of the claim's unit and neighbouring)
     audit_pair: str | None = None
     #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,
@@ -68,7 +68,7 @@ class Mechanism(ABC):
     reads_likes: ClassVar[bool] = True
     #: a negative control (a broken twin): its claim is knowingly false, so its audit must say "violated"
     negative_control: ClassVar[bool] = False
-    #: a small scenario for the conformance suite (``mechanisms.checks``, ``audits.checks``): the world, the
+    #: a small scenario for the conformance suite (``recaudit.mechanisms.checks``, ``recaudit.audits.checks``): the world, the
     #: schedule, the attack and the audit; ``mechanism`` holds the test parameters (the kind is added)
     test_scenario: ClassVar[dict[str, Any]] = {
         "population": {"kind": "sbm", "n_items": 20, "ratings_per_user": 5, "user_cluster_weights": [0.5, 0.5],
@@ -95,7 +95,7 @@ class Mechanism(ABC):
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
-        """The published privacy events of one user answering ``answers`` queries (``mechanisms.accounting``)."""
+        """The published privacy events of one user answering ``answers`` queries (``recaudit.mechanisms.accounting``)."""
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         """The promise for a user answering ``answers`` queries, computed by the accountant."""

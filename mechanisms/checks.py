@@ -5,7 +5,7 @@ The scikit-learn ``parametrize_with_checks`` / river ``yield_checks`` pattern:
 ``tests/test_conformance.py`` runs them over all of ``MECHANISMS``, so a
 new mechanism is done when they pass. The checks here need no world; the ones
 that run the protocol (one engine tick, same seed ⇒ same transcript, users on
-axis 0, its scenario, its negative control's audit) are in ``audits.checks``.
+axis 0, its scenario, its negative control's audit) are in ``recaudit.audits.checks``.
 
 A mechanism's test parameters are its class's ``test_scenario["mechanism"]``
 (``Mechanism.test_params()``), in a small world where each check takes well under a second.

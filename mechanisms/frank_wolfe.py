@@ -184,7 +184,7 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
                 "norm": np.square(np.sum(a * np.asarray(statistics["basis"]), axis=-1))}
 
     def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """``n_runs`` runs on the panel ``rows`` at once (``mechanisms.frank_wolfe_runs``): their statistics."""
+        """``n_runs`` runs on the panel ``rows`` at once (``recaudit.mechanisms.frank_wolfe_runs``): their statistics."""
         return runs.panel_runs(self, rows, n_runs, rng)
 
     def publish(self, state: FrankWolfeState) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ DENSE_FROM_ENTRIES = 32
 def gram(rows: sparse.csr_array) -> np.ndarray:
     """``rowsᵀ rows`` (n_items x n_items, exactly symmetric) in blocks of rows: dense blocks through ``dsyrk``
     when rows hold ``DENSE_FROM_ENTRIES`` entries or more on average, else sparse–dense products
-    ``blockᵀ · dense(block)``. A run keeps BLAS on one thread (``audits.executors.one_blas_thread``): on two,
+    ``blockᵀ · dense(block)``. A run keeps BLAS on one thread (``recaudit.audits.executors.one_blas_thread``): on two,
     the 100k x 400 Gram costs 1.7 s of CPU instead of 0.48 s on a loaded machine."""
     rows = rows if isinstance(rows, sparse.csr_array) else sparse.csr_array(rows)
     n = rows.shape[1]

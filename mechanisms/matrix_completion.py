@@ -205,7 +205,7 @@ class GramCompletion(Mechanism):
     Gaussian releases; σ is the smallest that makes it ε at δ.
 
     Star ratings (``min_rating``..``max_rating``) can be centred first
-    (``centre``, ``mechanisms.centring``): the protocol completes
+    (``centre``, ``recaudit.mechanisms.centring``): the protocol completes
     ``r − MAvg − r̄_u`` and users predict ``MAvg + r̄_u + row``, clamped to the
     scale (each user also undoes its own row's clipping factor: its output is
     not private with respect to itself). ``private`` centring spends
@@ -333,7 +333,7 @@ class GramCompletion(Mechanism):
                          state_bytes=8.0 * n * n * (4 + self.rounds / 2),
                          user_bytes=8.0 * (2 * self.rounds + 3), run_bytes=run_bytes)
 
-    # ------------------------------------------------------------ centring (mechanisms.centring), then the protocol
+    # ------------------------------------------------------------ centring (recaudit.mechanisms.centring), then the protocol
 
     def public_panel(self) -> int:
         return self.public_users

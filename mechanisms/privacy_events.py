@@ -3,7 +3,7 @@
 Each event is a frozen dataclass (a Gaussian, Laplace or randomized-response
 release, a composition, a Poisson-sampled event), validated on construction;
 ``to_dp_event`` gives the same event as a ``dp_accounting.DpEvent``.
-``mechanisms.accounting`` turns events into ε (and claims).
+``recaudit.mechanisms.accounting`` turns events into ε (and claims).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Union
 import dp_accounting
 from scipy.special import expit
 
-from .errors import ParameterError
+from recaudit.core.errors import ParameterError
 
 
 # --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Private projected gradient descent over many runs at once, and the replay of one user's residuals
-(the white box; as ``mechanisms.frank_wolfe_runs`` for private FW).
+(the white box; as ``recaudit.mechanisms.frank_wolfe_runs`` for private FW).
 
 Arrays carry the runs on axis 0 and the panel's users on axis 1; one round is the engine's round for every
 run: each user's gradient step ``(Y_i − η A_i) V_tᵀ V_t`` on the newest published eigenvectors ``V_t``, then

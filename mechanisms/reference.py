@@ -5,7 +5,7 @@ Negative and positive controls for the audits (docs/statistics.md,
 its privacy curve; each broken twin keeps the correct twin's claim but
 violates it. Every class offers
 
-* ``claim`` — a :class:`mechanisms.base.PrivacyClaim`;
+* ``claim`` — a :class:`recaudit.mechanisms.base.PrivacyClaim`;
 * ``neighbours`` — the default neighbouring pair of dataset values
   (a count of 0 vs 1; a bit 0 vs 1);
 * ``sample(value, n, rng)`` — ``n`` independent outputs on one dataset value;
@@ -18,7 +18,7 @@ violates it. Every class offers
 
 Pure numpy/scipy, no I/O, randomness only through the ``rng`` passed in.
 The Gaussian curve is implemented here independently of
-``audits.stats.gdp.gdp_delta`` so the two can check each other.
+``recaudit.audits.stats.gdp.gdp_delta`` so the two can check each other.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ class UserBatch:
     ``private`` marks the ratings their users keep on the device (selective
     privacy, SP2; a subset of the stored entries); None means none is private.
     ``held_out`` (same shape, optional) holds ratings the population withheld from
-    the user's row to score predictions (``audits.utility``): no mechanism reads it.
+    the user's row to score predictions (``recaudit.audits.utility``): no mechanism reads it.
     ``likes`` is None when they were left out: the engine leaves them out of a panel's copy of the
     population for a mechanism that reads none (``Mechanism.reads_likes``), so reading them fails loudly.
     """

@@ -8,7 +8,7 @@ without a hand-written score. Each class has ``claim``, ``neighbours`` and
 a list of query answers); neighbours differ as their docstrings say.
 
 Claims of the Laplace and Gaussian releases come from the accountant
-(:func:`mechanisms.accounting.account`); the selection mechanisms (report
+(:func:`recaudit.mechanisms.accounting.account`); the selection mechanisms (report
 noisy max, sparse vector) have no event there, so their claims cite the
 theorem that gives them.
 """

@@ -1,6 +1,6 @@
 """The conformance checks of a population kind (``POPULATIONS``) that need no scenario.
 
-``tests/test_conformance.py`` runs them, with ``audits.checks.check_population_constraints``, over every
+``tests/test_conformance.py`` runs them, with ``recaudit.audits.checks.check_population_constraints``, over every
 registered population: a new population is done when its rows pass.
 """
 from __future__ import annotations

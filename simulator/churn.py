@@ -1,7 +1,7 @@
 """The churn world: users arrive and leave, the server queries and releases.
 
 The schedule is this module's ``Churn``; the clock and the round loop are
-``simulator.engine``. Three processes share one environment, started in a
+``recaudit.simulator.engine``. Three processes share one environment, started in a
 fixed order so that events at equal times run in the same order every run:
 
 * arrivals: at every tick (``query_interval``) the users who arrived since the
@@ -23,7 +23,7 @@ from typing import Annotated
 import numpy as np
 from annotated_types import Ge, Gt
 
-from mechanisms import ParameterError, Mechanism
+from recaudit.mechanisms import ParameterError, Mechanism
 
 from .engine import run_protocol
 from .population import Catalogue
@@ -50,7 +50,7 @@ class Churn:
 
 def simulate(population, catalogue: Catalogue, mechanism: Mechanism, churn: Churn, root: np.random.SeedSequence,
              recorder: Recorder | None = None) -> Transcript:
-    """Run the churn world until ``churn.horizon`` (``simulator.engine.run_protocol``).
+    """Run the churn world until ``churn.horizon`` (``recaudit.simulator.engine.run_protocol``).
 
     Keeps every message by default (``recorder`` to keep less).
     """

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 
 class DataError(BadInput):

@@ -2,8 +2,8 @@
 
 SimPy owns event time (arrivals, query rounds, releases); numpy does the
 arithmetic over the batch of users a round touches. Every run of a protocol
-goes through :class:`MechanismRun`: the churn world (``simulator.churn``),
-learning curves (``simulator.learning``), and every audit design that re-runs
+goes through :class:`MechanismRun`: the churn world (``recaudit.simulator.churn``),
+learning curves (``recaudit.simulator.learning``), and every audit design that re-runs
 the protocol. Processes are started in a fixed order (arrivals, rounds,
 releases), so same-time events run in the same order every run.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from mechanisms import Mechanism, UserBatch, WorldInfo
+from recaudit.mechanisms import Mechanism, UserBatch, WorldInfo
 
 from .population import Catalogue
 from .schedules import Cohorts, Panel

@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 import simpy
 
-from mechanisms import Mechanism
+from recaudit.mechanisms import Mechanism
 
 from .engine import MechanismRun
 from .population import Catalogue
@@ -26,7 +26,7 @@ def learning_curve(population, catalogue: Catalogue, mechanism: Mechanism, at: n
     """Yield ``(users_seen, published item labels)`` at each user count in ``at``.
 
     The churn-free limit of the simulator: a cohort of at most ``batch_size``
-    users arrives at each tick and answers one query (``simulator.engine``);
+    users arrives at each tick and answers one query (``recaudit.simulator.engine``);
     the caller may stop early by closing the generator, so a sweep pays only
     for the users it needs.
     """

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mechanisms import LocalMechanism, PrivacyClaim, Mechanism, UserBatch, WorldInfo
-from mechanisms.errors import BadInput
+from recaudit.mechanisms import LocalMechanism, PrivacyClaim, Mechanism, UserBatch, WorldInfo
+from recaudit.core.errors import BadInput
 
 from .population import Catalogue
 

@@ -1,5 +1,5 @@
 """Populations: who rates what. Blockmodels (like bits or star levels), a rank-one world (ratings files,
-panels and the registry of every kind: ``simulator.populations``).
+panels and the registry of every kind: ``recaudit.simulator.populations``).
 
 Every population subclasses ``Population`` with its ``kind`` (``class X(Population, kind="x")``), which
 registers it in ``POPULATIONS``, and has ``catalogue(rng)`` (the items of a world) and ``sample_users(n, catalogue,
@@ -14,9 +14,9 @@ import numpy as np
 from annotated_types import Ge, Gt, Le
 from scipy import sparse
 
-from mechanisms import ParameterError, UserBatch
-from mechanisms.sparse_rows import csr
-from mechanisms.registry import Registry
+from recaudit.mechanisms import ParameterError, UserBatch
+from recaudit.mechanisms.sparse_rows import csr
+from recaudit.core.registry import Registry
 
 from .ratings import RatingsData, split_ratings, withhold
 
@@ -69,7 +69,7 @@ class Population:
     """Base of every population kind: ``class X(Population, kind="x")`` registers ``X`` in ``POPULATIONS``."""
 
     kind: ClassVar[str]
-    #: the conformance suite (``simulator.checks``) builds the class with these (a ``path`` field gets a
+    #: the conformance suite (``recaudit.simulator.checks``) builds the class with these (a ``path`` field gets a
     #: generated ratings file)
     test_params: ClassVar[dict] = {}
 

@@ -1,7 +1,7 @@
 """The populations read from a ratings file, fixed panels
 (every user of a matrix, for iterative protocols) and selective privacy (each user keeps a share of its
 ratings on the device, SP2). Each has ``catalogue(rng)`` and ``sample_users(n, catalogue, rng)``. Importing this module fills
-``POPULATIONS`` (every kind, ``simulator.population``).
+``POPULATIONS`` (every kind, ``recaudit.simulator.population``).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import numpy as np
 from annotated_types import Ge, Gt, Lt
 from scipy import sparse
 
-from mechanisms import ParameterError, UserBatch
-from mechanisms.errors import InternalError
-from mechanisms.sparse_rows import narrow
-from mechanisms.sp2 import allocate_private, privacy_ratios
+from recaudit.mechanisms import ParameterError, UserBatch
+from recaudit.core.errors import InternalError
+from recaudit.mechanisms.sparse_rows import narrow
+from recaudit.mechanisms.sp2 import allocate_private, privacy_ratios
 
 from . import datasets
 from .population import (POPULATIONS, Catalogue, Population, RankOnePopulation,  # noqa: F401 (POPULATIONS: re-exported)
@@ -69,7 +69,7 @@ def _without_replacement(pool: np.ndarray, n: int, rng: np.random.Generator, dra
 
 @dataclass
 class RatingsFilePopulation(Population, kind="ratings_file"):
-    """Users drawn from a ratings file (``simulator.ratings``): each real user at most once per run.
+    """Users drawn from a ratings file (``recaudit.simulator.ratings``): each real user at most once per run.
 
     ``format``: ``auto`` (from the first line), ``udata`` (MovieLens ``u.data``),
     ``ratings_csv`` (MovieLens ``ratings.csv``) or ``csv`` (``user,item,rating``).
@@ -80,7 +80,7 @@ class RatingsFilePopulation(Population, kind="ratings_file"):
     Users are drawn from the training table without replacement (a run asking for more
     users than the file holds is refused); ``bootstrap: true`` resamples them with
     replacement instead. A rating is a like when it is ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
-    with a non-private clustering of the same file instead (``audits.utility``).
+    with a non-private clustering of the same file instead (``recaudit.audits.utility``).
     ``held_out``: ratings of each sampled user withheld from its row (all but one at
     most) and kept in ``UserBatch.held_out`` to score predictions.
     """
@@ -246,7 +246,7 @@ class RankOneMatrix(_Panel, kind="rank_one_matrix"):
     user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion.
 
     ``canary_items`` more items follow the ``n_items`` that no user rates: audit pairs that find them
-    (``simulator.neighbours.reserved_items``) give each audited user items of its own (isolated canaries).
+    (``recaudit.simulator.neighbours.reserved_items``) give each audited user items of its own (isolated canaries).
     """
 
     test_params: ClassVar[dict] = {"n_users": 30, "n_items": 20, "ratings_per_user": 5, "canary_items": 2}
@@ -324,7 +324,7 @@ class RatingsMatrix(_Panel, kind="ratings_matrix"):
 
 @dataclass
 class _SelectivePrivacy:
-    """Marks which ratings each user keeps private (SP2, ``mechanisms.sp2.allocate_private``).
+    """Marks which ratings each user keeps private (SP2, ``recaudit.mechanisms.sp2.allocate_private``).
 
     ``allocation``: ``H1`` (a privacy ratio per user) or ``H2`` (per item),
     drawn from Beta(``privacy_beta``); H2's item ratios are the world's, drawn

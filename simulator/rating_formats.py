@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms import ParameterError
+from recaudit.mechanisms import ParameterError
 
 from .rating_tables import UDATA_NAMES
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from mechanisms import UserBatch
+from recaudit.mechanisms import UserBatch
 
 from .seeds import stream
 

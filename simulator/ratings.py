@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from mechanisms import ParameterError, UserBatch
+from recaudit.mechanisms import ParameterError, UserBatch
 
 from .rating_formats import (FORMATS, MAX_PROBLEM_CHARS, RatingsFileError, RatingsFormat,  # noqa: F401
                              _checked, _layout, _locate, _read, _refuse_duplicates, _refuse_rows, check_readable,

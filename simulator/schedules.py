@@ -1,4 +1,4 @@
-"""Schedules without churn. ``Churn`` (``simulator.churn``) is the open world; ``Panel`` a fixed cohort;
+"""Schedules without churn. ``Churn`` (``recaudit.simulator.churn``) is the open world; ``Panel`` a fixed cohort;
 ``Cohorts`` one cohort per round."""
 from __future__ import annotations
 

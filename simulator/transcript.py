@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from scipy import sparse
 
-from mechanisms.claims import ViewKind  # noqa: F401  (one definition, re-exported)
+from recaudit.mechanisms.claims import ViewKind  # noqa: F401  (one definition, re-exported)
 
 
 @dataclass

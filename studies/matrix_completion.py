@@ -2,7 +2,7 @@
 
 Each point is the scenario a ``recaudit grid`` point would be (a ``ratings_matrix`` population with
 ``split_seed`` = the split, a ``panel`` of every user, the mechanism at that ε), its world run alone:
-no audit and no canaries (``audits.runner.measure_world``), so a point costs one run. Every finished
+no audit and no canaries (``recaudit.audits.runner.measure_world``), so a point costs one run. Every finished
 point is saved to ``mc_study.json``; a rerun keeps every saved point whose scenario is unchanged.
 """
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mechanisms import MECHANISMS
-from simulator import datasets
-from simulator.ratings import load_ratings
+from recaudit.mechanisms import MECHANISMS
+from recaudit.simulator import datasets
+from recaudit.simulator.ratings import load_ratings
 
-from audits.io.scenario import Scenario
-from audits.io.studies import DataTooSmall, Study
-from audits.runner import measure_world
+from recaudit.audits.io.scenario import Scenario
+from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.runner import measure_world
 
 
 #: the attack a point's scenario names (never run: a study point has no audit; validation wants one that fits)

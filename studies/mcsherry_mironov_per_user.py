@@ -24,7 +24,7 @@ Next to each ε_LB the table gives:
 * the measured separation ``d'`` of the attack's scores (difference of means
   over the pooled standard deviation).
 
-``python -m studies.mcsherry_mironov_per_user --out DIR`` writes ``mm_user_study.md`` and
+``python -m recaudit.studies.mcsherry_mironov_per_user --out DIR`` writes ``mm_user_study.md`` and
 ``mm_user_study.json`` (a few minutes at the defaults).
 """
 from __future__ import annotations
@@ -39,18 +39,18 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from attacks.covariance_projection import CovarianceProjectionAttack
-from mechanisms import McSherryMironov, McSherryMironovPerUserClaim, UserBatch
-from mechanisms.mcsherry_mironov import MEASUREMENTS, _weighted_gram, user_level_rating_epsilon
-from simulator.neighbours import TargetPair
-from simulator.populations import RankOneMatrix
-from simulator.schedules import Panel
-from simulator.seeds import child_seed, stream
+from recaudit.attacks.covariance_projection import CovarianceProjectionAttack
+from recaudit.mechanisms import McSherryMironov, McSherryMironovPerUserClaim, UserBatch
+from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, _weighted_gram, user_level_rating_epsilon
+from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.populations import RankOneMatrix
+from recaudit.simulator.schedules import Panel
+from recaudit.simulator.seeds import child_seed, stream
 
-from audits.designs.base import AuditJob
-from audits.designs.full_runs import runs_block
-from audits.io.studies import DataTooSmall, Study
-from audits.stats.estimators import ESTIMATORS
+from recaudit.audits.designs.base import AuditJob
+from recaudit.audits.designs.full_runs import runs_block
+from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.stats.estimators import ESTIMATORS
 
 COUNTS = (1, 2, 5, 10, 20, 50)
 

@@ -1,9 +1,9 @@
 """SP2 study: accuracy (RMSE, NDCG@10) of every SP2 method and baseline, and the server view's leakage.
 
-``python -m studies.sp2 --out DIR`` writes ``sp2_study.md`` and
+``python -m recaudit.studies.sp2 --out DIR`` writes ``sp2_study.md`` and
 ``sp2_study.json``: for two worlds — a star-rating blockmodel
-(``simulator.population.StarSBMPopulation``) and a MovieLens-format file it
-writes from another one (read back by ``simulator.ratings``; ``--ratings
+(``recaudit.simulator.population.StarSBMPopulation``) and a MovieLens-format file it
+writes from another one (read back by ``recaudit.simulator.ratings``; ``--ratings
 PATH`` reads a real file, e.g. MovieLens-100K ``u.data``, instead) — and for
 each privacy allocation (H1 per user, H2 per item; Beta (2,2), (0.5,0.5),
 (5,1), (1,5)), the held-out RMSE and NDCG@10 of
@@ -34,14 +34,14 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf, fit_joint_mf,
+from recaudit.mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf, fit_joint_mf,
                             joint_aux, naive_aux)
-from simulator.metrics import ndcg_at_k, rmse
-from simulator.population import StarSBMPopulation
-from simulator import datasets
-from simulator.ratings import load_ratings, write_population_file
+from recaudit.simulator.metrics import ndcg_at_k, rmse
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator import datasets
+from recaudit.simulator.ratings import load_ratings, write_population_file
 
-from audits.io.studies import DataTooSmall, Study
+from recaudit.audits.io.studies import DataTooSmall, Study
 
 BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
 SCHEMES = ["H1", "H2"]
@@ -210,8 +210,8 @@ def ours_rmse(split: Split, config: StudyConfig, seed: int) -> float:
 
 def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
     """ε_LB of the server's view (scenarios/sp2*.yaml with this allocation): full download vs leaky client."""
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     here = Path(__file__).resolve().parent.parent / "scenarios"
     out = {}
@@ -417,7 +417,7 @@ class SP2Study(Study, kind="sp2"):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.sp2", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m recaudit.studies.sp2", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for sp2_study.md / .json")
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--ratings", type=Path, default=None,

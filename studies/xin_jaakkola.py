@@ -1,25 +1,25 @@
 """The Xin–Jaakkola study: utility and leakage of every response, on a blockmodel and on a ratings file.
 
-    python -m studies.xin_jaakkola --out DIR [--dataset movielens-100k | --ratings FILE] [--synthetic]
+    python -m recaudit.studies.xin_jaakkola --out DIR [--dataset movielens-100k | --ratings FILE] [--synthetic]
         [--private 400] [--trials 2000] [--replicates 3] [--items 150]
 
 For each world (the star blockmodel of ``scenarios/xin-jaakkola.yaml``, larger;
 and a MovieLens-format file: ``--ratings`` or, by default, one this command
 writes with a different blockmodel and reads back through
-``simulator.ratings.load_ratings``) the users are split into 100 public users,
-``--private`` private users arriving in cohorts of 20 (``simulator.engine`` with a
+``recaudit.simulator.ratings.load_ratings``) the users are split into 100 public users,
+``--private`` private users arriving in cohorts of 20 (``recaudit.simulator.engine`` with a
 ``Cohorts`` schedule: each cohort answers the model the previous ones updated)
 and 200 evaluation users, each with 10 ratings held out. For every mechanism:
 
-* utility: RMSE and NDCG@10 (``simulator.metrics``) of the evaluation users'
+* utility: RMSE and NDCG@10 (``recaudit.simulator.metrics``) of the evaluation users'
   held-out ratings, predicted on their devices from their other ratings and
   the final ``(μ, Σ)``; and RMSE after 0, ¼, ½, all private users;
 * leakage, distinguishing: ``--trials`` messages per world of the
   ``star_pattern`` pair (same rated items and values, other order), scored by
-  the mechanism's attacks; ε_LB by ``audits.stats.bounds.split_epsilon_bound``
+  the mechanism's attacks; ε_LB by ``recaudit.audits.stats.bounds.split_epsilon_bound``
   (α = 0.05, threshold chosen on half the trials), with its ceiling;
 * leakage, reconstruction: the private users' own messages against the
-  public prior (``audits.reconstruction``), with the sign test's p-value.
+  public prior (``recaudit.audits.reconstruction``), with the sign test's p-value.
 
 ``λ'`` (``ridge``) is chosen per world and replicate the way the server
 could: on the public users alone (20 % of each public user's ratings held
@@ -45,25 +45,25 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from attacks import ATTACKS
-from attacks.laplace_posterior import level_prior
-from mechanisms import UserBatch, WorldInfo
-from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
-from simulator.metrics import ndcg_at_k, rmse
-from simulator.neighbours import PAIR_POLICIES
-from simulator.engine import run_protocol
-from simulator.population import StarSBMPopulation
-from simulator.populations import MatrixPopulation
-from simulator import datasets
-from simulator.ratings import hold_out_per_user, load_ratings, write_population_file
-from simulator.schedules import Cohorts
-from simulator.seeds import child_seed, stream
-from simulator.transcript import MessagesView, Recorder
+from recaudit.attacks import ATTACKS
+from recaudit.attacks.laplace_posterior import level_prior
+from recaudit.mechanisms import UserBatch, WorldInfo
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
+from recaudit.simulator.metrics import ndcg_at_k, rmse
+from recaudit.simulator.neighbours import PAIR_POLICIES
+from recaudit.simulator.engine import run_protocol
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator.populations import MatrixPopulation
+from recaudit.simulator import datasets
+from recaudit.simulator.ratings import hold_out_per_user, load_ratings, write_population_file
+from recaudit.simulator.schedules import Cohorts
+from recaudit.simulator.seeds import child_seed, stream
+from recaudit.simulator.transcript import MessagesView, Recorder
 
-from audits import reconstruction
-from audits.io.studies import DataTooSmall, Study
-from audits.io.report import finite
-from audits.stats.bounds import split_epsilon_bound
+from recaudit.audits import reconstruction
+from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.io.report import finite
+from recaudit.audits.stats.bounds import split_epsilon_bound
 
 PUBLIC, EVALUATION, HELD_OUT, BATCH = 100, 200, 10, 20
 RIDGE_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
@@ -433,7 +433,7 @@ class XinJaakkolaStudy(Study, kind="xin_jaakkola"):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.xin_jaakkola", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m recaudit.studies.xin_jaakkola", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ratings", type=Path, default=None, help="a MovieLens-format file (u.data, ratings.csv)")
     parser.add_argument("--private", type=int, default=400)
@@ -451,7 +451,7 @@ def main(argv=None) -> int:
         run(args.out, ratings, args.private, args.trials, args.seed, args.items, args.replicates, args.ridge,
             synthetic=args.synthetic or ratings is None)
     except (ValueError, datasets.DataError) as exc:  # a file too small or missing, a data set not fetched
-        print(f"python -m studies.xin_jaakkola: {exc}", file=sys.stderr)
+        print(f"python -m recaudit.studies.xin_jaakkola: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {args.out / 'xj_study.md'} and {args.out / 'xj_study.json'}")
     return 0

@@ -30,8 +30,8 @@ def write_scenario(tmp_path):
 
 @pytest.fixture(autouse=True, scope="session")
 def blas_on_one_thread():
-    """Tests compute as a run does (``audits.executors.one_blas_thread``), those calling mechanisms directly too."""
-    from audits.executors import one_blas_thread
+    """Tests compute as a run does (``recaudit.audits.executors.one_blas_thread``), those calling mechanisms directly too."""
+    from recaudit.audits.executors import one_blas_thread
 
     with one_blas_thread():
         yield
@@ -61,7 +61,7 @@ def written_reports(monkeypatch) -> list[Path]:
 
     import jsonschema
 
-    from audits.io import report as report_module
+    from recaudit.audits.io import report as report_module
 
     validator = jsonschema.Draft202012Validator(report_module.schema())
     original, seen = report_module.write_json, []
@@ -81,7 +81,7 @@ def written_reports(monkeypatch) -> list[Path]:
 
 def one_error(capsys, argv) -> tuple[int, str]:
     """``recaudit argv``: its exit code and its one line on stderr (log lines aside)."""
-    from audits.cli import main
+    from recaudit.audits.cli import main
 
     code = main(argv)
     err = capsys.readouterr().err

@@ -1,12 +1,12 @@
 """Helpers shared by the local-DP mechanism tests: small worlds, feeding users, a quick audit."""
 import numpy as np
 
-from attacks.likelihood_ratio import LikelihoodRatioAttack
-from audits.designs.local_replay import replay
-from audits.stats.bounds import split_epsilon_bound
-from simulator.learning import serve
-from simulator.neighbours import policy_for
-from simulator.population import SBMPopulation
+from recaudit.attacks.likelihood_ratio import LikelihoodRatioAttack
+from recaudit.audits.designs.local_replay import replay
+from recaudit.audits.stats.bounds import split_epsilon_bound
+from recaudit.simulator.learning import serve
+from recaudit.simulator.neighbours import policy_for
+from recaudit.simulator.population import SBMPopulation
 
 
 def sbm_population(n_items, w, b):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms import PrivacyClaim
+from recaudit.mechanisms import PrivacyClaim
 
 
 @dataclass(frozen=True)

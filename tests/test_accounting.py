@@ -1,10 +1,10 @@
-"""mechanisms.accounting checked against things we did not write.
+"""recaudit.mechanisms.accounting checked against things we did not write.
 
 References: closed forms written out here (the analytic Gaussian of Balle &
 Wang 2018, binary randomized response's hockey-stick divergence, Laplace's
 privacy curve, the binomial privacy loss of k-fold randomized response,
 privacy amplification of pure DP by Poisson sampling), the helpers of
-mechanisms.reference (written before the accountant), and dp-accounting's RDP
+recaudit.mechanisms.reference (written before the accountant), and dp-accounting's RDP
 accountant, an independent and looser analysis.
 
 Tolerances follow from how the accountant works (mechanisms/accounting.py):
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from mechanisms.accounting import (
+from recaudit.mechanisms.accounting import (
     DEFAULT_VALUE_DISCRETIZATION,
     Composition,
     GaussianRelease,
@@ -37,8 +37,8 @@ from mechanisms.accounting import (
     gaussian_mu,
     to_dp_event,
 )
-from mechanisms.reference import analytic_gaussian_epsilon, randomized_response_delta
-from mechanisms import MaxSense, MultiMaxSense, PairwisePreference
+from recaudit.mechanisms.reference import analytic_gaussian_epsilon, randomized_response_delta
+from recaudit.mechanisms import MaxSense, MultiMaxSense, PairwisePreference
 
 GRID = DEFAULT_VALUE_DISCRETIZATION
 FLOAT_SLACK = 1e-9  # relative: how far below an exact value float rounding may put a pessimistic result

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audits import adapters, harness
-from audits.harness_report import write_audit_report
-from mechanisms.conversions import from_gdp, from_renyi, from_zcdp
+from recaudit.audits import adapters, harness
+from recaudit.audits.harness_report import write_audit_report
+from recaudit.mechanisms.conversions import from_gdp, from_renyi, from_zcdp
 
 
 # --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.adaptive_maxsense (adaptive MaxSense, docs/families/local-clustering.md).
+"""Tests for recaudit.mechanisms.adaptive_maxsense (adaptive MaxSense, docs/families/local-clustering.md).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with at most a few hundred
@@ -9,10 +9,10 @@ alpha = 1e-6.
 import numpy as np
 import pytest
 
-from audits.utility import clustering_accuracy
-from mechanisms import MaxSense, UserBatch, WorldInfo, bit_release
-from mechanisms.adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken, waterfill
-from simulator.churn import Churn, simulate
+from recaudit.audits.utility import clustering_accuracy
+from recaudit.mechanisms import MaxSense, UserBatch, WorldInfo, bit_release
+from recaudit.mechanisms.adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken, waterfill
+from recaudit.simulator.churn import Churn, simulate
 from tests.ldp_helpers import audit, sbm_population
 from tests.ldp_helpers import feed as _feed
 
@@ -233,7 +233,7 @@ def test_scores_do_not_shrink_with_the_sensing_probability():
 
 def u_star(mechanism, population, seed, max_users=5_000_000):
     """Users until the clustering is exact at two consecutive checkpoints (None: not within max_users)."""
-    from simulator.learning import checkpoints, learning_curve
+    from recaudit.simulator.learning import checkpoints, learning_curve
 
     catalogue = population.catalogue(np.random.default_rng(seed))
     streak, seen = 0, []

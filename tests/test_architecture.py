@@ -21,11 +21,11 @@ def test_every_error_class_is_in_the_one_hierarchy():
     import inspect
     import pkgutil
 
-    from mechanisms.errors import BadInput, InternalError, RecauditError
+    from recaudit.core.errors import BadInput, InternalError, RecauditError
 
     errors = {}
-    for package in ("mechanisms", "simulator", "attacks", "audits", "studies"):
-        for info in pkgutil.walk_packages([str(ROOT / package)], f"{package}."):
+    for package in ("core", "mechanisms", "simulator", "attacks", "audits", "studies"):
+        for info in pkgutil.walk_packages([str(ROOT / "recaudit" / package)], f"recaudit.{package}."):
             if info.name.endswith("__main__"):
                 continue
             module = importlib.import_module(info.name)
@@ -34,7 +34,7 @@ def test_every_error_class_is_in_the_one_hierarchy():
                     errors[f"{info.name}.{name}"] = cls
     assert len(errors) >= 12
     outside = [name for name, cls in errors.items() if not issubclass(cls, RecauditError)]
-    assert not outside, f"error classes outside mechanisms.errors' hierarchy: {outside}"
+    assert not outside, f"error classes outside recaudit.core.errors' hierarchy: {outside}"
     both = [name for name, cls in errors.items() if issubclass(cls, BadInput) and issubclass(cls, InternalError)]
     assert not both
 
@@ -67,11 +67,11 @@ def test_one_name_per_thing():
     """One ViewKind, no class shadowing typing.Protocol, and every registered part names its kind once."""
     import re
 
-    from attacks import ATTACKS
-    from audits.designs import DESIGNS
-    from audits.stats.estimators import ESTIMATORS
-    from mechanisms import MECHANISMS
-    from simulator.populations import POPULATIONS
+    from recaudit.attacks import ATTACKS
+    from recaudit.audits.designs import DESIGNS
+    from recaudit.audits.stats.estimators import ESTIMATORS
+    from recaudit.mechanisms import MECHANISMS
+    from recaudit.simulator.populations import POPULATIONS
 
     sources = _sources(*FRAMEWORK, "studies")
     assert [n for n, t in sources.items() if re.search(r"^ViewKind\s*=", t, re.M)] == ["mechanisms/claims.py"]

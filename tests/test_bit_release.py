@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mechanisms import bit_release
+from recaudit.mechanisms import bit_release
 
 
 def test_keep_probability_formula():
@@ -45,8 +45,8 @@ def test_log_likelihood_matches_direct_formula():
 def test_likelihood_ratio_table_gives_the_per_run_scores():
     # messages of up to 8 bits under one fixed query are scored from a table of every possible message:
     # the very numbers the per-run formula gives, byte for byte
-    from attacks.likelihood_ratio import message_table
-    from mechanisms import MaxSense
+    from recaudit.attacks.likelihood_ratio import message_table
+    from recaudit.mechanisms import MaxSense
 
     mechanism, rng = MaxSense(epsilon=0.7), np.random.default_rng(3)
     for bits in range(1, 9):
@@ -62,9 +62,9 @@ def test_likelihood_ratio_score_table_follows_the_mechanism_and_the_pair():
     # the attack keeps its last table: another budget or another pair must not reuse it
     from types import SimpleNamespace
 
-    from attacks.likelihood_ratio import LikelihoodRatioAttack
-    from mechanisms import MaxSense
-    from simulator.transcript import MessagesView
+    from recaudit.attacks.likelihood_ratio import LikelihoodRatioAttack
+    from recaudit.mechanisms import MaxSense
+    from recaudit.simulator.transcript import MessagesView
 
     attack, rng = LikelihoodRatioAttack(), np.random.default_rng(4)
     view = MessagesView(messages=rng.random((500, 3)) < 0.5, queries=(np.zeros((1, 3)),))

@@ -8,9 +8,9 @@ verdicts have their margins stated; every seed is fixed.
 import numpy as np
 import pytest
 
-from attacks import ATTACKS
-from attacks.learned import HistogramAttack, LogisticAttack, output_table, unique_rows
-from audits.harness import (
+from recaudit.attacks import ATTACKS
+from recaudit.attacks.learned import HistogramAttack, LogisticAttack, output_table, unique_rows
+from recaudit.audits.harness import (
     NeighbourCandidates,
     assert_dp,
     assert_not_dp,
@@ -18,10 +18,10 @@ from audits.harness import (
     run_audit,
     search_neighbours,
 )
-from audits.pytest_plugin import DPAudit
-from mechanisms import PrivacyClaim
-from mechanisms.reference import GaussianCount, LaplaceCount
-from mechanisms.vector_reference import (
+from recaudit.audits.pytest_plugin import DPAudit
+from recaudit.mechanisms import PrivacyClaim
+from recaudit.mechanisms.reference import GaussianCount, LaplaceCount
+from recaudit.mechanisms.vector_reference import (
     VECTOR_BROKEN,
     VECTOR_REFERENCE,
     ReportNoisyMax,
@@ -181,7 +181,7 @@ class _WithoutScore:
 SCALARS = [
     ("laplace", lambda: LaplaceCount(1.0), "clopper-pearson", ("logistic", "boosted")),
     ("gaussian", lambda: GaussianCount.from_epsilon(1.0), "gdp", ("logistic", "boosted")),
-    ("randomized_response", lambda: __import__("mechanisms.reference").reference.RandomizedResponse(1.0),
+    ("randomized_response", lambda: __import__("recaudit.mechanisms.reference").mechanisms.reference.RandomizedResponse(1.0),
      "clopper-pearson", ("histogram",)),
 ]
 
@@ -226,8 +226,8 @@ def test_learned_attack_coverage(name, make, trials):
 def test_learned_attacks_run_in_scenarios(write_scenario, quickstart_data, kind):
     # the quickstart (MaxSense, eps = 1) with a learned attack instead of the likelihood ratio: fitted on
     # the design's own training stream. Consistent with probability >= 1 - alpha (alpha = 1e-6).
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
     from tests.conftest import small_world
 
     data = small_world(quickstart_data, 20_000)
@@ -245,7 +245,7 @@ def test_epsilon_curve_from_one_fixed_test():
 
 def test_cp_upper_at_extreme_alpha_is_a_number():
     # p-values bisect alpha down to 1e-300; scipy's beta.isf gives nan there when the bound is ~1
-    from audits.stats.rates import cp_upper
+    from recaudit.audits.stats.rates import cp_upper
 
     assert cp_upper(995, 1_000, 5e-301) == 1.0
     assert 0.99 < cp_upper(990, 1_000, 5e-301) <= 1.0

@@ -10,7 +10,7 @@ mechanism (the seeds are fixed, so the outcome never changes between runs).
 """
 import pytest
 
-from audits.calibration import (
+from recaudit.audits.calibration import (
     EPSILONS,
     coverage,
     default_coverage,
@@ -18,7 +18,7 @@ from audits.calibration import (
     one_run_coverage,
     tightness_table,
 )
-from mechanisms.reference import RandomizedResponse
+from recaudit.mechanisms.reference import RandomizedResponse
 
 pytestmark = pytest.mark.slow
 

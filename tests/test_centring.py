@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 from scipy import sparse
 
-from mechanisms import UserBatch, centring
-from mechanisms.accounting import epsilon_for
-from mechanisms.frank_wolfe import FrankWolfe, PrivateFrankWolfe
-from mechanisms.projected_gradient import PrivateProjectedGradient
-from simulator.engine import run_protocol
-from simulator.populations import MatrixPopulation
-from simulator.rating_tables import held_out_per_user
-from simulator.schedules import Panel
-from simulator.transcript import Recorder
+from recaudit.mechanisms import UserBatch, centring
+from recaudit.mechanisms.accounting import epsilon_for
+from recaudit.mechanisms.frank_wolfe import FrankWolfe, PrivateFrankWolfe
+from recaudit.mechanisms.projected_gradient import PrivateProjectedGradient
+from recaudit.simulator.engine import run_protocol
+from recaudit.simulator.populations import MatrixPopulation
+from recaudit.simulator.rating_tables import held_out_per_user
+from recaudit.simulator.schedules import Panel
+from recaudit.simulator.transcript import Recorder
 
 
 def star_world(m: int = 400, n: int = 30, per_user: int = 12, seed: int = 0):

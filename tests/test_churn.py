@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from mechanisms import MaxSense
-from simulator.churn import Churn, simulate
-from simulator.population import SBMPopulation
-from simulator.transcript import releases_view
+from recaudit.mechanisms import MaxSense
+from recaudit.simulator.churn import Churn, simulate
+from recaudit.simulator.population import SBMPopulation
+from recaudit.simulator.transcript import releases_view
 
 POP = SBMPopulation(n_items=50, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                     like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=5)

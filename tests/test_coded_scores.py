@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audits.checks import CLAIMS
-from audits.stats.coded import CodedScores, one_table
-from audits.stats.estimators import ESTIMATORS
+from recaudit.audits.checks import CLAIMS
+from recaudit.audits.stats.coded import CodedScores, one_table
+from recaudit.audits.stats.estimators import ESTIMATORS
 
 
 def coded(rng, shape, values) -> CodedScores:
@@ -39,7 +39,7 @@ def test_every_pairs_estimator_judges_coded_scores_as_their_floats(kind):
 
 
 def test_coded_roc_curves_are_the_float_ones():
-    from audits.io.plots import roc_curve
+    from recaudit.audits.io.plots import roc_curve
 
     rng = np.random.default_rng(6)
     for values in tables(rng):
@@ -81,7 +81,7 @@ def test_coded_scores_of_other_tables_join_on_their_union():
 
 
 def test_blocks_join_coded_and_fall_back_to_floats():
-    from audits.designs.base import _Joined
+    from recaudit.audits.designs.base import _Joined
 
     rng = np.random.default_rng(9)
     blocks = [{"scores": coded(rng, (1, 2, 50), np.arange(100.0) + k / 3)} for k in range(3)]
@@ -97,7 +97,7 @@ def test_blocks_join_coded_and_fall_back_to_floats():
 
 
 def test_the_store_keeps_coded_scores_coded_and_reads_blocks_it_coded_before(tmp_path):
-    from audits.io.store import Progress
+    from recaudit.audits.io.store import Progress
 
     progress = Progress(tmp_path, {"scenario": 1}, resume=False)
     rng = np.random.default_rng(10)
@@ -122,9 +122,9 @@ def _block(job, pair, target, index, size):
 
 
 def test_blocks_saved_in_units_resume_and_rebuild_whatever_unit_size_saved_them(tmp_path):
-    from audits.designs.base import blocks_per_unit, run_blocks, saved_scores
-    from audits.executors import SerialExecutor
-    from audits.io.store import Progress
+    from recaudit.audits.designs.base import blocks_per_unit, run_blocks, saved_scores
+    from recaudit.audits.executors import SerialExecutor
+    from recaudit.audits.io.store import Progress
 
     trials, block_size, per_unit = 10_000, 100, blocks_per_unit(100)  # 100 blocks a target, 5 to a unit
     assert per_unit == 5
@@ -158,7 +158,7 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
     # before two-valued codes were packed as bits, a block held its codes as bytes ("scores") beside their table
     import json
 
-    from audits.io.store import Progress, _digest_arrays
+    from recaudit.audits.io.store import Progress, _digest_arrays
 
     progress = Progress(tmp_path, {"scenario": 1}, resume=False)
     codes = (np.random.default_rng(12).random((1, 2, 4000)) < 0.4).astype(np.uint8)
@@ -174,9 +174,9 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
 
 
 def test_spans_of_blocks_give_the_blocks_scores_and_resume_only_the_missing_runs_of_blocks(tmp_path):
-    from audits.designs.base import run_blocks
-    from audits.executors import SerialExecutor
-    from audits.io.store import Progress
+    from recaudit.audits.designs.base import run_blocks
+    from recaudit.audits.executors import SerialExecutor
+    from recaudit.audits.io.store import Progress
 
     trials, block_size, calls = 10_000, 100, []
 

@@ -1,7 +1,7 @@
 """The conformance suites over every registered part (the scikit-learn ``parametrize_with_checks`` pattern).
 
 Each registered mechanism, attack, estimator, design and population runs every check of
-its suite (``mechanisms.checks``, ``attacks.checks``, ``audits.checks``);
+its suite (``recaudit.mechanisms.checks``, ``recaudit.attacks.checks``, ``recaudit.audits.checks``);
 a new part is done when its rows pass. The slow rows (``-m slow``) audit every
 negative control (its audit must say "violated": each states its power below)
 and measure estimators' coverage. The last tests show that the suites catch
@@ -15,16 +15,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attacks import ATTACKS
-from audits import checks
-from audits.designs import DESIGNS
-from audits.stats.estimators import ESTIMATORS
-from mechanisms import MECHANISMS, MaxSense
-from mechanisms import checks as mechanism_checks
-from mechanisms.claims import PrivacyClaim
-from simulator import checks as population_checks
-from simulator.population import SBMPopulation
-from simulator.populations import POPULATIONS
+from recaudit.attacks import ATTACKS
+from recaudit.audits import checks
+from recaudit.audits.designs import DESIGNS
+from recaudit.audits.stats.estimators import ESTIMATORS
+from recaudit.mechanisms import MECHANISMS, MaxSense
+from recaudit.mechanisms import checks as mechanism_checks
+from recaudit.mechanisms.claims import PrivacyClaim
+from recaudit.simulator import checks as population_checks
+from recaudit.simulator.population import SBMPopulation
+from recaudit.simulator.populations import POPULATIONS
 
 
 #: every registry and its suite

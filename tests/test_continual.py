@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import yaml
 
-from attacks import DifferencingAttack, NoiseAwareDifferencingAttack
-from audits.io.scenario import Scenario, load_scenario
-from audits.runner import run_scenario
-from mechanisms import NaiveContinualCovariance, TreeContinualCovariance, WorldInfo
-from mechanisms.accounting import account
-from mechanisms.continual_covariance import nodes_summed, nodes_touched, tree_levels
-from simulator.neighbours import UserSupportReplace
-from simulator.population import RankOnePopulation
-from simulator.transcript import Release, ReleasesView
+from recaudit.attacks import DifferencingAttack, NoiseAwareDifferencingAttack
+from recaudit.audits.io.scenario import Scenario, load_scenario
+from recaudit.audits.runner import run_scenario
+from recaudit.mechanisms import NaiveContinualCovariance, TreeContinualCovariance, WorldInfo
+from recaudit.mechanisms.accounting import account
+from recaudit.mechanisms.continual_covariance import nodes_summed, nodes_touched, tree_levels
+from recaudit.simulator.neighbours import UserSupportReplace
+from recaudit.simulator.population import RankOnePopulation
+from recaudit.simulator.transcript import Release, ReleasesView
 from tests.conftest import SCENARIOS
 
 
@@ -177,7 +177,7 @@ def test_differencing_isolates_the_newcomer_from_consecutive_releases():
 
 
 def _catalogue(n_items, w):
-    from simulator.population import Catalogue
+    from recaudit.simulator.population import Catalogue
 
     return Catalogue(n_items, 1, np.zeros(n_items, np.int64), w)
 
@@ -196,7 +196,7 @@ def _data(name: str) -> dict:
     (lambda d: d["mechanism"].update(ticks=8), "mechanism.ticks"),
 ])
 def test_bad_insert_tick_or_stream_length_names_the_field(change, field, write_scenario, capsys):
-    from audits.cli import main
+    from recaudit.audits.cli import main
 
     data = _data("tree")
     change(data)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from audits.cli import main
-from mechanisms import ParameterError
-from simulator import datasets
-from simulator.populations import RatingsFilePopulation, RatingsMatrix
-from simulator.ratings import read_ratings, write_ratings
+from recaudit.audits.cli import main
+from recaudit.mechanisms import ParameterError
+from recaudit.simulator import datasets
+from recaudit.simulator.populations import RatingsFilePopulation, RatingsMatrix
+from recaudit.simulator.ratings import read_ratings, write_ratings
 
 RAW = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n3\t1\t4\t9\n1\t2\t5\t8\n1\t1\t3\t7\n"
 CANONICAL = b"1\t1\t3\t7\n1\t2\t5\t8\n3\t1\t4\t9\n"

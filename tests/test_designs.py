@@ -7,15 +7,15 @@ flagged with probability <= 1e-6 per test.
 import numpy as np
 import pytest
 
-import simulator.engine
-from attacks.base import Attack
-from audits.designs import DESIGNS, DesignError
-from audits.io.scenario import load_scenario
-from audits.io.yamlio import ScenarioError
-from audits.runner import run_scenario
-from mechanisms import MaxSense, PairwisePreference
-from simulator.neighbours import PairError, UserReplace
-from simulator.population import SBMPopulation
+import recaudit.simulator.engine
+from recaudit.attacks.base import Attack
+from recaudit.audits.designs import DESIGNS, DesignError
+from recaudit.audits.io.scenario import load_scenario
+from recaudit.audits.io.yamlio import ScenarioError
+from recaudit.audits.runner import run_scenario
+from recaudit.mechanisms import MaxSense, PairwisePreference
+from recaudit.simulator.neighbours import PairError, UserReplace
+from recaudit.simulator.population import SBMPopulation
 from tests.conftest import small_world
 
 
@@ -31,13 +31,13 @@ def tiny_world(data, trials, design, **audit):
 def count_runs(monkeypatch):
     """How many protocol runs the engine starts."""
     runs = []
-    original = simulator.engine.MechanismRun.__init__
+    original = recaudit.simulator.engine.MechanismRun.__init__
 
     def counting(self, *args, **kwargs):
         runs.append(1)
         original(self, *args, **kwargs)
 
-    monkeypatch.setattr(simulator.engine.MechanismRun, "__init__", counting)
+    monkeypatch.setattr(recaudit.simulator.engine.MechanismRun, "__init__", counting)
     return runs
 
 
@@ -142,10 +142,10 @@ class FittedThreshold(Attack):
 
 
 def test_learning_attacks_fit_on_their_own_runs():
-    from audits.designs import AuditJob
-    from audits.executors import SerialExecutor
-    from audits.io.store import Progress
-    from audits.stats.bounds import split_epsilon_bound
+    from recaudit.audits.designs import AuditJob
+    from recaudit.audits.executors import SerialExecutor
+    from recaudit.audits.io.store import Progress
+    from recaudit.audits.stats.bounds import split_epsilon_bound
 
     mechanism = MaxSense(epsilon=1.0)
     catalogue = PAIRWISE.catalogue(np.random.default_rng(2))
@@ -175,7 +175,7 @@ def test_sketch_agreement_orders_runs_as_the_likelihood_ratio(write_scenario, qu
 def test_an_audit_whose_pair_cannot_differ_fails_loudly(tmp_path, quickstart_data, write_scenario, capsys):
     # a MaxSense that senses (almost) no item: the target's sketch is 0 in both worlds, so the audit could only
     # ever print "consistent"; it must refuse instead, write no report and exit 2
-    from audits.cli import main
+    from recaudit.audits.cli import main
 
     quickstart_data["mechanism"]["theta"] = 1e-9
     quickstart_data["churn"].update(horizon=2.0, release_interval=1.0)

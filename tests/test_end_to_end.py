@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from audits.cli import main
-from audits.io.report import write_reports
-from audits.runner import run_scenario
-from audits.io.scenario import load_scenario
+from recaudit.audits.cli import main
+from recaudit.audits.io.report import write_reports
+from recaudit.audits.runner import run_scenario
+from recaudit.audits.io.scenario import load_scenario
 from tests.conftest import small_world
 
 
@@ -67,7 +67,7 @@ def _blas_threads() -> list[int]:
 
 
 def test_a_run_computes_with_blas_on_one_thread_in_process_and_in_workers():
-    from audits.executors import open_executor
+    from recaudit.audits.executors import open_executor
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(2, user_api="blas"):  # as on a 2-core machine, whatever this one has
@@ -140,7 +140,7 @@ def test_several_targets_and_attacks_form_a_holm_family(write_scenario, quicksta
 def test_p_value_and_bound_agree(write_scenario, quickstart_data):
     result = run_scenario(load_small(write_scenario, quickstart_data, trials=20_000))
     test = result.tests[0]
-    from audits.stats.pvalues import violation_p_value
+    from recaudit.audits.stats.pvalues import violation_p_value
 
     b = test.bound
     expected = violation_p_value(b.false_pos, b.n_neg, b.false_neg, b.n_pos, result.claim.epsilon, 0.0)
@@ -148,7 +148,7 @@ def test_p_value_and_bound_agree(write_scenario, quickstart_data):
 
 
 def test_gdp_needs_a_claim_with_delta(write_scenario, quickstart_data):
-    from audits.io.yamlio import ScenarioError
+    from recaudit.audits.io.yamlio import ScenarioError
 
     quickstart_data["audit"]["method"] = "gdp"
     with pytest.raises(ScenarioError, match="audit: method: gdp .* claims pure epsilon-DP"):

@@ -4,12 +4,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch, WorldInfo
-from simulator.churn import Churn, simulate
-from simulator.engine import Inserted, MechanismRun, run_protocol, spread_ticks
-from simulator.learning import learning_curve, serve
-from simulator.population import SBMPopulation
-from simulator.transcript import Recorder, others_view, target_view, watched_messages
+from recaudit.mechanisms import GaussianNoise, MaxSense, Mechanism, UserBatch, WorldInfo
+from recaudit.simulator.churn import Churn, simulate
+from recaudit.simulator.engine import Inserted, MechanismRun, run_protocol, spread_ticks
+from recaudit.simulator.learning import learning_curve, serve
+from recaudit.simulator.population import SBMPopulation
+from recaudit.simulator.transcript import Recorder, others_view, target_view, watched_messages
 
 POP = SBMPopulation(n_items=20, user_cluster_weights=[0.5, 0.5], item_cluster_weights=[0.5, 0.5],
                     like_probability=[[0.9, 0.3], [0.6, 0.1]], ratings_per_user=5)
@@ -170,7 +170,7 @@ def test_users_seen_counts_users_not_answers():
 
 
 def test_cohorts_release_after_the_round_that_reaches_each_count():
-    from simulator.schedules import Cohorts
+    from recaudit.simulator.schedules import Cohorts
 
     schedule = Cohorts.every(50, 20, (0, 12, 40, 50))
     assert schedule.sizes == (20, 20, 10) and schedule.release_ticks == (0, 1, 2, 3)
@@ -181,10 +181,10 @@ def test_an_update_every_k_users_runs_through_the_engine_as_a_hand_written_loop_
     """Xin–Jaakkola's server, fed 20 users per round by ``Cohorts``, ends where a hand-written loop over the
     same users (each batch answers the model the previous batches updated) ends; the ``exact`` response's
     random sign cancels in the moments, so the two agree to rounding whatever the coins."""
-    from mechanisms.xin_jaakkola import XinJaakkola
-    from simulator.population import StarSBMPopulation
-    from simulator.populations import MatrixPopulation
-    from simulator.schedules import Cohorts
+    from recaudit.mechanisms.xin_jaakkola import XinJaakkola
+    from recaudit.simulator.population import StarSBMPopulation
+    from recaudit.simulator.populations import MatrixPopulation
+    from recaudit.simulator.schedules import Cohorts
 
     pop = StarSBMPopulation(n_items=15, user_cluster_weights=[1, 1], item_cluster_weights=[1, 1],
                             star_probability=[[[0.1, 0.1, 0.2, 0.3, 0.3]] * 2, [[0.3, 0.3, 0.2, 0.1, 0.1]] * 2],
@@ -214,9 +214,9 @@ def test_an_update_every_k_users_runs_through_the_engine_as_a_hand_written_loop_
 def test_a_panel_and_the_canaries_joining_it_are_taken_in_one_go_as_the_two_admissions_would_be():
     """A matrix population's panel and the users inserted at the first tick are gathered into one set of arrays
     (no copy of the panel beside the joint one); the run equals the one that takes the panel, then adds them."""
-    from mechanisms.frank_wolfe import PrivateFrankWolfe
-    from simulator.populations import MatrixPopulation
-    from simulator.schedules import Panel
+    from recaudit.mechanisms.frank_wolfe import PrivateFrankWolfe
+    from recaudit.simulator.populations import MatrixPopulation
+    from recaudit.simulator.schedules import Panel
 
     class TakenThenJoined(MatrixPopulation):  # hides draw_sources: the engine samples, then concatenates
         draw_sources = None
@@ -262,7 +262,7 @@ def test_the_answer_log_is_the_same_kept_compactly_and_watched_answers_can_be_le
 def test_a_finished_run_lets_go_of_the_rows_and_the_recorder_of_its_parts():
     """Once everyone is done, the active set holds no view of the rows (a zero-row slice would keep every row
     and carried state alive), and the recorder's parts are handed over to the transcript."""
-    from simulator.schedules import Panel
+    from recaudit.simulator.schedules import Panel
 
     rng = np.random.default_rng(10)
     rows = UserBatch.from_masks(rng.random((30, 20)) < 0.3, rng.random((30, 20)) < 0.5)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audits.calibration import ideal_canary_scores
-from audits.stats.estimators import ESTIMATORS
-from mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
+from recaudit.audits.calibration import ideal_canary_scores
+from recaudit.audits.stats.estimators import ESTIMATORS
+from recaudit.mechanisms.reference import GaussianCount, LaplaceCount, RandomizedResponse
 
 AUDITS = 200
 ALPHA = 0.05

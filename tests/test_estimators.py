@@ -1,4 +1,4 @@
-"""Tests for audits.stats.bounds (Clopper–Pearson ε lower bounds).
+"""Tests for recaudit.audits.stats.bounds (Clopper–Pearson ε lower bounds).
 
 Every statistical assertion below uses a fixed seed and states its
 false-failure probability (docs/statistics.md, "Verdicts").
@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from statsmodels.stats.proportion import proportion_confint
 
-from audits.stats.rates import BoundResult, ceiling, cp_upper, epsilon_from_rates, epsilon_lower_bound
-from audits.stats.thresholds import select_threshold, threshold_counts
-from audits.stats.bounds import split_epsilon_bound
-from audits.stats.rates import _wilson_upper  # private: to re-derive the selection criterion
+from recaudit.audits.stats.rates import BoundResult, ceiling, cp_upper, epsilon_from_rates, epsilon_lower_bound
+from recaudit.audits.stats.thresholds import select_threshold, threshold_counts
+from recaudit.audits.stats.bounds import split_epsilon_bound
+from recaudit.audits.stats.rates import _wilson_upper  # private: to re-derive the selection criterion
 
 # --------------------------------------------------------------------------
 # ceiling
@@ -199,7 +199,7 @@ def test_select_threshold_maximises_criterion(s0, s1, delta, alpha, simultaneous
 
 def _sorting_select(s0, s1, **kw):
     """select_threshold with every score array sorted (the tally path switched off)."""
-    import audits.stats.thresholds as thresholds
+    import recaudit.audits.stats.thresholds as thresholds
 
     tallying = thresholds.sorted_scores
     thresholds.sorted_scores = np.sort
@@ -222,7 +222,7 @@ def test_tallied_scores_choose_the_cut_sorting_chooses():
 
 
 def test_tally_counts_every_score_or_declines():
-    from audits.stats.rates import tally
+    from recaudit.audits.stats.rates import tally
 
     s = np.full(100_000, 2.0)
     s[12_345] = 5.0  # not in the strided sample: the counts fall one short, so the scores are sorted instead
@@ -329,10 +329,10 @@ def test_split_rejects_bad_input():
 # --------------------------------------------------------------------------
 # fixed tests: explicit threshold and Bonferroni grid
 
-from audits.stats.bounds import bonferroni_epsilon_bound, fixed_threshold_epsilon_bound  # noqa: E402
-from audits.stats.gdp import (gdp_delta, gdp_epsilon, gdp_mu_lower_bound, select_gdp_threshold,  # noqa: E402
+from recaudit.audits.stats.bounds import bonferroni_epsilon_bound, fixed_threshold_epsilon_bound  # noqa: E402
+from recaudit.audits.stats.gdp import (gdp_delta, gdp_epsilon, gdp_mu_lower_bound, select_gdp_threshold,  # noqa: E402
                               split_gdp_bound)
-from audits.stats.pvalues import holm_adjust, violation_p_value  # noqa: E402
+from recaudit.audits.stats.pvalues import holm_adjust, violation_p_value  # noqa: E402
 
 
 def test_fixed_threshold_counts_every_run():

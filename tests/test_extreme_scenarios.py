@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from audits.cli import main
+from recaudit.audits.cli import main
 from tests.conftest import SCENARIOS, scenario_text, write_text
 
 SHIPPED = {path.stem: yaml.safe_load(path.read_text()) for path in sorted(SCENARIOS.glob("*.yaml"))}
@@ -63,9 +63,9 @@ def extreme_scenarios(draw, hours: float, scales: list[float]) -> dict:
 
 def refused_or_within_three_estimates(data: dict, tmp_path, capsys) -> bool:
     """Whether ``data`` ran (else it was refused); fails if it was refused slowly or ran over 3x its estimate."""
-    from audits.io.limits import estimate_cost
-    from audits.io.scenario import build, load_scenario
-    from mechanisms import MECHANISMS
+    from recaudit.audits.io.limits import estimate_cost
+    from recaudit.audits.io.scenario import build, load_scenario
+    from recaudit.mechanisms import MECHANISMS
 
     folder = tmp_path / f"x{time.monotonic_ns()}"  # hypothesis reuses tmp_path between examples
     folder.mkdir()

@@ -10,8 +10,8 @@ import time
 import pytest
 import yaml
 
-from audits import cli
-from audits.cli import main
+from recaudit.audits import cli
+from recaudit.audits.cli import main
 from tests.conftest import line_of, one_error, scenario_text, small_world, write_text
 
 
@@ -93,9 +93,9 @@ def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and "churn.horizon: the run would take about" in line and "world" in line, line
     # full_runs re-runs the world per trial: the audit dominates, so the trials are what to lower
-    from audits.io.limits import estimate_cost
-    from audits.io.scenario import Scenario, build
-    from mechanisms import MECHANISMS
+    from recaudit.audits.io.limits import estimate_cost
+    from recaudit.audits.io.scenario import Scenario, build
+    from recaudit.mechanisms import MECHANISMS
     data = {**quickstart_data, "limits": {}, "churn": {"arrival_rate": 50, "horizon": 10}}
     data["audit"] = {**data["audit"], "design": "full_runs", "trials": 1000}
     cost = estimate_cost(scenario := Scenario.model_validate(data), build(scenario.mechanism, MECHANISMS))
@@ -104,9 +104,9 @@ def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
 
 def test_memory_estimate_follows_the_pairwise_table(quickstart_data):
     # pairwise keeps two N x N tables of 8 bytes: the extrapolation from small N must find 16 N^2 bytes
-    from audits.io.limits import estimate_cost
-    from audits.io.scenario import Scenario, build
-    from mechanisms import MECHANISMS
+    from recaudit.audits.io.limits import estimate_cost
+    from recaudit.audits.io.scenario import Scenario, build
+    from recaudit.mechanisms import MECHANISMS
 
     quickstart_data["mechanism"] = {"kind": "pairwise_preference", "epsilon": 1.0}
     quickstart_data["population"]["n_items"] = 4096
@@ -168,7 +168,7 @@ def test_a_crash_exits_3_never_1(tmp_path, capsys, write_scenario, quickstart_da
     def crash(*args, **kwargs):
         raise TypeError("something\nbroke \x1b[31m")
 
-    monkeypatch.setattr("audits.runner.run_scenario", crash)
+    monkeypatch.setattr("recaudit.audits.runner.run_scenario", crash)
     code, line = one_error(capsys, ["run", str(path), "--fail-on-violation", "--out", str(tmp_path / "o")])
     assert code == cli.EXIT_INTERNAL == 3
     assert "internal error" in line and "TypeError: something\\nbroke \\x1b[31m" in line

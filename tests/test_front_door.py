@@ -7,11 +7,11 @@ import jsonschema
 import pytest
 import yaml
 
-from audits.cli import PROGRESS_EVERY, ConsoleReporter, main
-from audits.io.report import confidence_text, summary_line
-from audits.io.schema import scenario_schema
-from audits.io.shipped import resolve, shipped_scenarios
-from audits.io.yamlio import ScenarioError
+from recaudit.audits.cli import PROGRESS_EVERY, ConsoleReporter, main
+from recaudit.audits.io.report import confidence_text, summary_line
+from recaudit.audits.io.schema import scenario_schema
+from recaudit.audits.io.shipped import resolve, shipped_scenarios
+from recaudit.audits.io.yamlio import ScenarioError
 from tests.conftest import SCENARIOS
 
 
@@ -75,7 +75,7 @@ def test_list_descriptions_are_whole_plain_lines(capsys):
 
 def test_progress_lines_every_ten_seconds_off_a_terminal(monkeypatch):
     now, lines = [0.0], []
-    monkeypatch.setattr("audits.cli.log.info", lambda message, *args: lines.append(message % args))
+    monkeypatch.setattr("recaudit.audits.cli.log.info", lambda message, *args: lines.append(message % args))
     reporter = ConsoleReporter(stream=open("/dev/null", "w"), clock=lambda: now[0])
     for step in range(1, 31):  # 30 s of progress, one call a second, then done
         now[0] = float(step)

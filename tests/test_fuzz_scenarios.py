@@ -19,8 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import audits.io.scenario  # noqa: F401  (imported here, so the first document's time is not the imports')
-from audits.cli import main
+import recaudit.audits.io.scenario  # noqa: F401  (imported here, so the first document's time is not the imports')
+from recaudit.audits.cli import main
 from tests.conftest import SCENARIOS
 
 SHIPPED = {path.name: path.read_text() for path in sorted(SCENARIOS.glob("*.yaml"))}

@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from audits.cli import main
-from audits.io.scenario import grid_points, load_scenario
+from recaudit.audits.cli import main
+from recaudit.audits.io.scenario import grid_points, load_scenario
 from tests.conftest import SCENARIOS
 
 SHIPPED = SCENARIOS / "matrix-completion-rmse-vs-epsilon.yaml"
@@ -207,11 +207,11 @@ def test_a_point_s_runs_are_let_go_before_the_next_point_runs(tmp_path, write_sc
     import gc
     import weakref
 
-    import audits.runner
-    from audits.grid import run_grid
-    from simulator.engine import MechanismRun
+    import recaudit.audits.runner
+    from recaudit.audits.grid import run_grid
+    from recaudit.simulator.engine import MechanismRun
 
-    real_run, real_init, runs, alive_at_start = audits.runner.run_scenario, MechanismRun.__init__, [], []
+    real_run, real_init, runs, alive_at_start = recaudit.audits.runner.run_scenario, MechanismRun.__init__, [], []
 
     def init(self, *args, **kwargs):
         runs.append(weakref.ref(self))
@@ -222,7 +222,7 @@ def test_a_point_s_runs_are_let_go_before_the_next_point_runs(tmp_path, write_sc
         return real_run(*args, **kwargs)
 
     monkeypatch.setattr(MechanismRun, "__init__", init)
-    monkeypatch.setattr(audits.runner, "run_scenario", run_scenario)
+    monkeypatch.setattr(recaudit.audits.runner, "run_scenario", run_scenario)
     gc.disable()  # only the grid's own collection may free a run
     try:
         run_grid(load_scenario(write_scenario(tiny_grid())), tmp_path / "out")

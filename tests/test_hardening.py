@@ -12,7 +12,7 @@ import time
 import pytest
 import yaml
 
-from audits.cli import main
+from recaudit.audits.cli import main
 from tests.conftest import one_error, scenario_text, write_text
 
 
@@ -50,7 +50,7 @@ def test_the_accountant_s_warnings_stay_off_the_error_line(tmp_path, capsys):
     data["mechanism"]["epsilon"], data["audit"]["trials"] = 1e-12, 10
     path = write_text(tmp_path, scenario_text(data))
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "audits", "validate", str(path)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "recaudit", "validate", str(path)], capture_output=True, text=True,
                           cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and re.fullmatch(rf"{re.escape(str(path))}:\d+: audit\.trials: must be >= 100\n",
                                                  done.stderr), done.stderr
@@ -78,7 +78,7 @@ def test_an_empty_file_says_so(tmp_path, capsys):
 
 def test_gaussian_calibration_is_the_smallest_sigma_the_accountant_accepts():
     # against dp-accounting's own analytic-Gaussian epsilon: sigma passes, sigma x (1 - 1e-8) does not
-    from mechanisms.accounting import _gaussian_epsilon, gaussian_sigma_for
+    from recaudit.mechanisms.accounting import _gaussian_epsilon, gaussian_sigma_for
 
     for epsilon, delta in [(1.0, 1e-6), (0.01, 1e-5), (1e-6, 1e-6), (50.0, 1e-9), (1e-12, 1e-6)]:
         sigma = gaussian_sigma_for(epsilon, delta)
@@ -136,8 +136,8 @@ def test_the_full_grid_of_a_sweep_is_costed_when_asked_for(tmp_path, capsys):
 
 def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
     # run_sweep hands the executor a generator: a 2e9-curve sweep would never be listed (limits aside)
-    import audits.sweep as sweep_module
-    from audits.io.scenario import Scenario
+    import recaudit.audits.sweep as sweep_module
+    from recaudit.audits.io.scenario import Scenario
 
     data = shipped("scaling-maxsense")
     data["sweep"]["replicates"], data["sweep"]["max_users"] = 10 ** 9, 1000
@@ -158,7 +158,7 @@ def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
 
 
 def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, monkeypatch):
-    monkeypatch.setattr("audits.io.limits.cores", lambda: 2)
+    monkeypatch.setattr("recaudit.audits.io.limits.cores", lambda: 2)
     quickstart_data["executor"] = {"kind": "processes", "workers": 256}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers", "run")
     assert "256 worker processes, over the machine's 2 cores" in line and "limits.processes" in line
@@ -168,7 +168,7 @@ def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, 
 
 
 def test_the_workers_flag_is_held_to_the_cores_too(tmp_path, capsys, quickstart_data, monkeypatch):
-    monkeypatch.setattr("audits.io.limits.cores", lambda: 2)
+    monkeypatch.setattr("recaudit.audits.io.limits.cores", lambda: 2)
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["run", str(path), "--executor", "processes", "--workers", "8", "--out",
                                     str(tmp_path / "out")])
@@ -180,7 +180,7 @@ def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data)
     quickstart_data["executor"] = {"kind": "processes", "workers": 100}
     quickstart_data["limits"] = {"processes": 100, "memory_gb": 4}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers")
-    from audits.io.limits import GIB, PROCESS_BYTES
+    from recaudit.audits.io.limits import GIB, PROCESS_BYTES
 
     batch = 4096 * 100 * 8  # each process's batch of users' rows over the 100 items
     assert f"workers {100 * (PROCESS_BYTES + batch) / GIB:.3g} GiB" in line, line
@@ -191,7 +191,7 @@ def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data)
     (10 ** 7, {"files": 1e8, "hours": 1}, "of which {hours:.3g} hours for 1e+07 blocks"),
 ])
 def test_per_block_overhead_is_costed(tmp_path, capsys, quickstart_data, trials, limits, needle):
-    from audits.io.limits import SECONDS_PER
+    from recaudit.audits.io.limits import SECONDS_PER
 
     quickstart_data["audit"].update(trials=trials, block_size=1)
     quickstart_data["limits"] = limits
@@ -218,8 +218,8 @@ def test_a_grid_is_costed_as_the_sum_of_its_runs(tmp_path, capsys):
 def test_every_mechanism_states_a_round_cost():
     import math
 
-    from mechanisms import MECHANISMS, WorldInfo
-    from mechanisms.costs import RoundCost
+    from recaudit.mechanisms import MECHANISMS, WorldInfo
+    from recaudit.mechanisms.costs import RoundCost
 
     for kind, cls in MECHANISMS.items():
         cost = cls(**cls.test_params()).round_cost(WorldInfo(1000, 20, 2), 1e4)
@@ -233,7 +233,7 @@ def test_a_gram_server_is_costed_from_its_own_round_cost(tmp_path, capsys):
     data["population"].update(n_items=20_000, n_users=1000)
     line = refused(capsys, tmp_path, data, "population.n_items")
     assert "the run would need about" in line and "over limits.memory_gb = 8" in line
-    from mechanisms import MECHANISMS, WorldInfo
+    from recaudit.mechanisms import MECHANISMS, WorldInfo
 
     gram = MECHANISMS["private_frank_wolfe"](epsilon=1.0, iterations=10).round_cost(WorldInfo(20_000, 80, 2), 1000)
     assert gram.state_bytes == 8 * 20_000 ** 2 * (4 + 10 / 2)  # Gram, noise, two temporaries, 10 half triangles
@@ -251,9 +251,9 @@ def test_a_block_of_batched_runs_is_blamed_on_its_size(tmp_path, capsys):
 
 def test_a_ratings_file_is_costed_at_its_own_size(tmp_path):
     # a file population states no n_items: the estimate reads the file's (cached) counts
-    from audits.io.limits import estimate_cost, world_facts
-    from audits.io.scenario import build, load_scenario
-    from mechanisms import MECHANISMS
+    from recaudit.audits.io.limits import estimate_cost, world_facts
+    from recaudit.audits.io.scenario import build, load_scenario
+    from recaudit.mechanisms import MECHANISMS
 
     rows = [f"{u},{i},{1 + (u + i) % 5}" for u in range(40) for i in range(0, 300, 3)]
     (tmp_path / "r.csv").write_text("user,item,rating\n" + "\n".join(rows) + "\n")
@@ -282,7 +282,7 @@ def ratings_refused(capsys, tmp_path, name: str, limits: dict | None = None) -> 
 def test_a_ratings_file_over_the_size_limit_is_refused_before_reading(tmp_path, capsys, monkeypatch):
     with open(tmp_path / "big.csv", "wb") as f:
         f.truncate(2 * 2 ** 30)  # 2 GiB of holes: nothing is written, and nothing may be read
-    monkeypatch.setattr("simulator.ratings._layout", lambda *a: pytest.fail("the file was read"))
+    monkeypatch.setattr("recaudit.simulator.ratings._layout", lambda *a: pytest.fail("the file was read"))
     line = ratings_refused(capsys, tmp_path, "big.csv")
     assert "is 2 GiB, over limits.ratings_gb = 1" in line
     line = ratings_refused(capsys, tmp_path, "big.csv", {"ratings_gb": 1.5})
@@ -300,7 +300,7 @@ def test_an_unreadable_file_is_refused_in_one_line(tmp_path, capsys, monkeypatch
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("simulator.rating_formats.open", denied, raising=False)  # root may read anything: pretend
+    monkeypatch.setattr("recaudit.simulator.rating_formats.open", denied, raising=False)  # root may read anything: pretend
     assert ratings_refused(capsys, tmp_path, "r.csv").endswith("r.csv: permission denied")
 
 

@@ -1,4 +1,4 @@
-"""Tests for audits.harness and the pytest plugin (audits.pytest_plugin).
+"""Tests for recaudit.audits.harness and the pytest plugin (recaudit.audits.pytest_plugin).
 
 "Consistent" assertions run at alpha = 1e-6 (false failure <= 1e-6 by the
 bound's validity); "violated" ones have margins stated next to them.
@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audits.stats.rates import BoundResult
-from audits.harness import PROBE_DRAWS, as_seed_sequence, assert_dp, assert_not_dp, run_audit
-from audits.pytest_plugin import DPAudit, seed_from_node_id
-from mechanisms.reference import (
+from recaudit.audits.stats.rates import BoundResult
+from recaudit.audits.harness import PROBE_DRAWS, as_seed_sequence, assert_dp, assert_not_dp, run_audit
+from recaudit.audits.pytest_plugin import DPAudit, seed_from_node_id
+from recaudit.mechanisms.reference import (
     GaussianCount,
     GaussianCountWrongScale,
     LaplaceCount,
@@ -151,9 +151,9 @@ def test_seed_from_node_id_is_stable_and_distinct():
 
 
 def _plugin_args():
-    """``-p audits.pytest_plugin`` unless the installed entry point already loads it."""
-    installed = any(ep.value == "audits.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "audits.pytest_plugin"]
+    """``-p recaudit.audits.pytest_plugin`` unless the installed entry point already loads it."""
+    installed = any(ep.value == "recaudit.audits.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", "recaudit.audits.pytest_plugin"]
 
 
 def test_plugin_runs_the_docs_example(pytester):
@@ -166,8 +166,8 @@ def test_plugin_fixture_seed_marker_and_failure_message(pytester):
     pytester.makepyfile(
         test_seeded="""
         import pytest
-        from audits.pytest_plugin import seed_from_node_id
-        from mechanisms.reference import LaplaceCountWrongScale
+        from recaudit.audits.pytest_plugin import seed_from_node_id
+        from recaudit.mechanisms.reference import LaplaceCountWrongScale
 
         @pytest.mark.dp
         def test_seed(dp_audit, request):

@@ -21,7 +21,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from audits import adapters, harness
+from recaudit.audits import adapters, harness
 
 pytestmark = pytest.mark.libs
 
@@ -128,7 +128,7 @@ def test_plugin_from_a_test_file_outside_the_repository(tmp_path):
     _diffprivlib()
     (tmp_path / "test_user.py").write_text(textwrap.dedent('''
         import pytest
-        from audits import adapters
+        from recaudit.audits import adapters
         adapters.diffprivlib_compatibility()
         from diffprivlib.mechanisms import Laplace
 

@@ -13,25 +13,25 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from attacks import SubspaceAlignmentAttack, UnpublishedDirectionAttack
-from audits.designs.base import AuditJob
-from audits.designs.full_runs import FullRuns
-from audits.io.store import Progress
-from audits.stats.estimators import ESTIMATORS
-from audits.stats.pvalues import holm_adjust
-from mechanisms import UserBatch
-from mechanisms.accounting import GaussianRelease, epsilon_for
-from mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,
+from recaudit.attacks import SubspaceAlignmentAttack, UnpublishedDirectionAttack
+from recaudit.audits.designs.base import AuditJob
+from recaudit.audits.designs.full_runs import FullRuns
+from recaudit.audits.io.store import Progress
+from recaudit.audits.stats.estimators import ESTIMATORS
+from recaudit.audits.stats.pvalues import holm_adjust
+from recaudit.mechanisms import UserBatch
+from recaudit.mechanisms.accounting import GaussianRelease, epsilon_for
+from recaudit.mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,
                                     PrivateFrankWolfeNoNoise, PrivateFrankWolfeNoProjection)
-from mechanisms import gram_sums
-from mechanisms.matrix_completion import (LowRankRows, clip_rows, gram, observed, row_norms, symmetric_gaussian, upper,
+from recaudit.mechanisms import gram_sums
+from recaudit.mechanisms.matrix_completion import (LowRankRows, clip_rows, gram, observed, row_norms, symmetric_gaussian, upper,
                                           upper_outer)
-from mechanisms.projected_gradient import PrivateProjectedGradient
-from simulator.engine import run_protocol
-from simulator.neighbours import policy_for
-from simulator.populations import MatrixPopulation
-from simulator.schedules import Panel
-from simulator.transcript import Recorder
+from recaudit.mechanisms.projected_gradient import PrivateProjectedGradient
+from recaudit.simulator.engine import run_protocol
+from recaudit.simulator.neighbours import policy_for
+from recaudit.simulator.populations import MatrixPopulation
+from recaudit.simulator.schedules import Panel
+from recaudit.simulator.transcript import Recorder
 
 ALPHA = 0.01
 
@@ -213,7 +213,7 @@ def test_the_leaky_twin_hides_from_a_releases_only_audit():
 # ---------------------------------------------------------------- scenarios
 
 def run_cli(path, out):
-    from audits.cli import main
+    from recaudit.audits.cli import main
     return main(["run", str(path), "--out", str(out), "--quiet"])
 
 
@@ -249,8 +249,8 @@ def test_one_run_canaries_beside_held_out_rmse_end_to_end(tmp_path, capsys):
 
 
 def test_a_panel_must_match_the_mechanisms_iterations(tmp_path):
-    from audits.io.scenario import load_scenario
-    from audits.io.yamlio import ScenarioError
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.io.yamlio import ScenarioError
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "scenarios" / "private-frank-wolfe.yaml").read_text()

@@ -2,10 +2,10 @@ import itertools
 
 import numpy as np
 
-from mechanisms import MaxSense, MaxSenseBroken, UserBatch, WorldInfo
-from mechanisms.clustering import kmeans_1d
-from simulator.churn import Churn, simulate
-from simulator.population import SBMPopulation
+from recaudit.mechanisms import MaxSense, MaxSenseBroken, UserBatch, WorldInfo
+from recaudit.mechanisms.clustering import kmeans_1d
+from recaudit.simulator.churn import Churn, simulate
+from recaudit.simulator.population import SBMPopulation
 
 WORLD = WorldInfo(n_items=40, ratings_per_user=4, n_item_clusters=2)
 
@@ -61,7 +61,7 @@ def test_kmeans_1d_is_optimal():
 
 def test_kmeans_1d_in_small_blocks_is_still_optimal(monkeypatch):
     """The cost table is built a block of columns at a time; tiny blocks must not change the optimum."""
-    import mechanisms.clustering as clustering
+    import recaudit.mechanisms.clustering as clustering
 
     rng = np.random.default_rng(5)
     x = np.round(rng.normal(size=10), 1)  # ties included
@@ -93,7 +93,7 @@ def test_maxsense_learns_the_item_clusters():
 
 def test_centred_score_subtracts_the_mean_released_bit():
     # issue 13: score "centred" = sum_u H_ui (S_hat_u - mean bit), checked against a brute-force sum
-    from mechanisms import MultiMaxSense
+    from recaudit.mechanisms import MultiMaxSense
 
     rng = np.random.default_rng(30)
     for mech, n_bits in ((MaxSense(epsilon=1.0, score="centred"), 1),

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from mechanisms import MECHANISMS
-from mechanisms.mcsherry_mironov import McSherryMironov, _weighted_gram, fit_and_predict, paper_epsilon
+from recaudit.mechanisms import MECHANISMS
+from recaudit.mechanisms.mcsherry_mironov import McSherryMironov, _weighted_gram, fit_and_predict, paper_epsilon
 
 
 def test_laplace_claim_is_theta_as_in_the_paper():

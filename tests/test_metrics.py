@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import mean_squared_error, ndcg_score
 
-from simulator.metrics import ndcg_at_k, rmse
+from recaudit.simulator.metrics import ndcg_at_k, rmse
 
 
 def test_rmse_matches_sklearn():

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from scipy import sparse
 
-from attacks.covariance_projection import contribution_scores
-from audits.io.scenario import load_scenario
-from audits.runner import run_scenario
-from mechanisms import McSherryMironov, McSherryMironovPerUserClaim
-from mechanisms.mcsherry_mironov import MEASUREMENTS, _symmetric, _weighted_gram, predict
+from recaudit.attacks.covariance_projection import contribution_scores
+from recaudit.audits.io.scenario import load_scenario
+from recaudit.audits.runner import run_scenario
+from recaudit.mechanisms import McSherryMironov, McSherryMironovPerUserClaim
+from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, _symmetric, _weighted_gram, predict
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -75,7 +75,7 @@ def test_the_scenario_reports_held_out_rmse_of_users_predictions(releases_run):
 
 def test_outputs_are_the_svd_predictor():
     """``personal_output``'s rows equal ``predict`` (SVD, clamped to the rating range) everywhere."""
-    from mechanisms.base import UserBatch, WorldInfo
+    from recaudit.mechanisms.base import UserBatch, WorldInfo
 
     rng = np.random.default_rng(3)
     m, n = 400, 15
@@ -136,7 +136,7 @@ def test_canaries_in_one_run(tmp_path, view, verdict):
 
 
 def test_the_rmse_figure_is_a_png():
-    from audits.io import plots
+    from recaudit.audits.io import plots
 
     rows = [{"mechanism": "frank_wolfe", "epsilon": None, "rmse": 0.01, "zero_rmse": 0.3},
             *({"mechanism": m, "epsilon": e, "rmse": r} for m, e, r in

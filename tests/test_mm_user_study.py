@@ -1,4 +1,4 @@
-"""The per-user audit of McSherry–Mironov (studies.mcsherry_mironov_per_user)."""
+"""The per-user audit of McSherry–Mironov (recaudit.studies.mcsherry_mironov_per_user)."""
 from __future__ import annotations
 
 import math
@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from studies.mcsherry_mironov_per_user import StudyWorld, markdown, pair_loss, study, target_pair
-from mechanisms import McSherryMironov, UserBatch
-from simulator.neighbours import TargetPair
+from recaudit.studies.mcsherry_mironov_per_user import StudyWorld, markdown, pair_loss, study, target_pair
+from recaudit.mechanisms import McSherryMironov, UserBatch
+from recaudit.simulator.neighbours import TargetPair
 
 
 def test_the_pair_replaces_c_ratings_on_disjoint_items():
@@ -63,8 +63,8 @@ def test_user_level_epsilon_lb_grows_with_the_rating_count():
 def test_user_sensitivities_bound_a_whole_row_replaced(noise, norm):
     """Brute force over random pairs of rows with ≤ ξ ratings (MAvg fixed): every measurement's change
     stays within ``user_sensitivities``, and the worst pair found comes within a factor 3 of it."""
-    from studies.mcsherry_mironov_per_user import contributions
-    from mechanisms.mcsherry_mironov import MEASUREMENTS, user_sensitivities
+    from recaudit.studies.mcsherry_mironov_per_user import contributions
+    from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, user_sensitivities
 
     rng = np.random.default_rng(2)
     n, xi = 16, 6
@@ -91,8 +91,8 @@ def test_user_sensitivities_bound_a_whole_row_replaced(noise, norm):
 def test_user_level_calibration_matches_the_accountant():
     """Noise of the per-rating ε from ``user_level_rating_epsilon``, composed by dp-accounting at the
     per-user sensitivities, gives back the requested user-level ε (Gaussian) — and exactly (Laplace)."""
-    from mechanisms.accounting import Composition, GaussianRelease, LaplaceRelease, epsilon_for
-    from mechanisms.mcsherry_mironov import MEASUREMENTS, user_level_rating_epsilon, user_sensitivities
+    from recaudit.mechanisms.accounting import Composition, GaussianRelease, LaplaceRelease, epsilon_for
+    from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, user_level_rating_epsilon, user_sensitivities
 
     xi = 80
     user = user_sensitivities(-1, 1, 1.0, xi)

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.multi_maxsense (docs/families/local-clustering.md, Multi-MaxSense).
+"""Tests for recaudit.mechanisms.multi_maxsense (docs/families/local-clustering.md, Multi-MaxSense).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with at most a few hundred
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from audits.io.scenario import Scenario
-from audits.utility import clustering_accuracy
-from mechanisms import ParameterError, UserBatch, WorldInfo, bit_release
-from mechanisms.multi_maxsense import MultiMaxSense, MultiMaxSenseBroken, block_size
-from simulator.churn import Churn, simulate
+from recaudit.audits.io.scenario import Scenario
+from recaudit.audits.utility import clustering_accuracy
+from recaudit.mechanisms import ParameterError, UserBatch, WorldInfo, bit_release
+from recaudit.mechanisms.multi_maxsense import MultiMaxSense, MultiMaxSenseBroken, block_size
+from recaudit.simulator.churn import Churn, simulate
 from tests.ldp_helpers import audit, feed, sbm_population
 
 Z = 6.0  # standard errors: P(|N(0,1)| > 6) = 2e-9

@@ -1,4 +1,4 @@
-"""Tests for audits.stats.one_run (Steinke, Nasr, Jagielski 2023 one-run audit)."""
+"""Tests for recaudit.audits.stats.one_run (Steinke, Nasr, Jagielski 2023 one-run audit)."""
 import math
 from itertools import product
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import expit
 
-from audits.stats.one_run import (
+from recaudit.audits.stats.one_run import (
     OneRunResult,
     one_run_audit,
     one_run_ceiling,
@@ -124,16 +124,16 @@ def test_no_signal_gives_zero():
 # --------------------------------------------------------------------------
 # f-DP one-run (Mahloujifar, Melis, Chaudhuri 2025)
 
-from audits.stats.gdp import gdp_epsilon  # noqa: E402
-from audits.stats.estimators import ESTIMATORS, EstimatorError  # noqa: E402
-from audits.stats.one_run import (  # noqa: E402
+from recaudit.audits.stats.gdp import gdp_epsilon  # noqa: E402
+from recaudit.audits.stats.estimators import ESTIMATORS, EstimatorError  # noqa: E402
+from recaudit.audits.stats.one_run import (  # noqa: E402
     fdp_one_run_audit,
     fdp_one_run_mu_lower_bound,
     fdp_one_run_p_value,
 )
-from mechanisms import PrivacyClaim  # noqa: E402
-from mechanisms.accounting import GaussianRelease, account  # noqa: E402
-from mechanisms.reference import analytic_gaussian_sigma  # noqa: E402
+from recaudit.mechanisms import PrivacyClaim  # noqa: E402
+from recaudit.mechanisms.accounting import GaussianRelease, account  # noqa: E402
+from recaudit.mechanisms.reference import analytic_gaussian_sigma  # noqa: E402
 
 
 def _gaussian_canaries(rng, m, sigma):

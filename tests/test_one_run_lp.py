@@ -1,10 +1,10 @@
-"""The f-DP one-run bound from every test the per-canary guarantee allows (audits.stats.one_run_lp)."""
+"""The f-DP one-run bound from every test the per-canary guarantee allows (recaudit.audits.stats.one_run_lp)."""
 import numpy as np
 import pytest
 from scipy import stats
 
-from audits.stats.one_run import fdp_one_run_mu_lower_bound, one_run_audit
-from audits.stats.one_run_lp import lp_mu_lower_bound, max_tail, tail_bound
+from recaudit.audits.stats.one_run import fdp_one_run_mu_lower_bound, one_run_audit
+from recaudit.audits.stats.one_run_lp import lp_mu_lower_bound, max_tail, tail_bound
 
 
 def test_programme_tail_bounds_the_simulated_tail_of_gaussian_canaries():

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.pairwise_preference (docs/families/local-clustering.md, Pairwise-Preference).
+"""Tests for recaudit.mechanisms.pairwise_preference (docs/families/local-clustering.md, Pairwise-Preference).
 
 Statistical assertions use fixed seeds and a tolerance of 6 standard errors
 (two-sided normal tail 2e-9 per comparison; with the number of comparisons
@@ -8,10 +8,10 @@ below 1e-6). The audit assertions use Clopper–Pearson bounds at alpha = 1e-6.
 import numpy as np
 import pytest
 
-from audits.utility import clustering_accuracy
-from mechanisms import UserBatch, WorldInfo, bit_release
-from mechanisms.pairwise_preference import PairwisePreference, PairwisePreferenceBroken, rated_pairs
-from simulator.churn import Churn, simulate
+from recaudit.audits.utility import clustering_accuracy
+from recaudit.mechanisms import UserBatch, WorldInfo, bit_release
+from recaudit.mechanisms.pairwise_preference import PairwisePreference, PairwisePreferenceBroken, rated_pairs
+from recaudit.simulator.churn import Churn, simulate
 from tests.ldp_helpers import audit, sbm_population
 from tests.ldp_helpers import feed as _feed
 
@@ -262,7 +262,7 @@ def test_estimate_before_any_user_is_a_valid_labelling():
 
 
 def test_unknown_statistic_is_a_parameter_error():
-    from mechanisms import ParameterError
+    from recaudit.mechanisms import ParameterError
 
     with pytest.raises(ParameterError) as err:
         PairwisePreference(epsilon=1.0, statistic="median")

@@ -1,12 +1,12 @@
-"""Audit planning (audits.stats.planning, ``recaudit plan``): exact power, checked by simulation."""
+"""Audit planning (recaudit.audits.stats.planning, ``recaudit plan``): exact power, checked by simulation."""
 import numpy as np
 import pytest
 
-from audits.cli import main
-from audits.harness import run_audit
-from audits.stats.rates import ceiling, epsilon_lower_bound
-from audits.stats.planning import detection_power, plan_trials, trials_for_ceiling
-from mechanisms.reference import RandomizedResponseWrongEpsilon
+from recaudit.audits.cli import main
+from recaudit.audits.harness import run_audit
+from recaudit.audits.stats.rates import ceiling, epsilon_lower_bound
+from recaudit.audits.stats.planning import detection_power, plan_trials, trials_for_ceiling
+from recaudit.mechanisms.reference import RandomizedResponseWrongEpsilon
 
 
 @pytest.mark.parametrize("n, fpr, fnr, claim, delta", [(200, 0.1, 0.15, 1.0, 0.0), (5_000, 0.002, 0.9, 1.5, 1e-5),

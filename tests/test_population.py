@@ -3,11 +3,11 @@ import pytest
 
 from scipy import sparse
 
-from mechanisms import ParameterError, UserBatch
-from simulator.population import (RankOnePopulation, SBMPopulation, StarSBMPopulation, _sizes_from_weights,
+from recaudit.mechanisms import ParameterError, UserBatch
+from recaudit.simulator.population import (RankOnePopulation, SBMPopulation, StarSBMPopulation, _sizes_from_weights,
                                   rank_one_world)
-from simulator.populations import MatrixPopulation, RatingsFilePopulation
-from simulator.ratings import RatingsData
+from recaudit.simulator.populations import MatrixPopulation, RatingsFilePopulation
+from recaudit.simulator.ratings import RatingsData
 
 B = [[0.9, 0.3], [0.6, 0.1]]
 
@@ -208,7 +208,7 @@ def test_matrix_population_rows_are_those_built_from_coo_with_32_bit_indices():
 
 @pytest.mark.parametrize("fraction", [0.1, 0.9])  # the kept entries counted from the kept or the dropped ones
 def test_a_split_in_place_gives_the_tables_a_copying_split_gives(fraction):
-    from simulator.ratings import split_ratings
+    from recaudit.simulator.ratings import split_ratings
 
     rng = np.random.default_rng(11)
     table = sparse.random_array((300, 40), density=0.2, format="csr", rng=rng)
@@ -241,7 +241,7 @@ def test_gathered_rows_are_the_concatenated_takes():
     for name in ("ratings", "likes", "private", "held_out"):
         np.testing.assert_array_equal(getattr(got, name).toarray(), getattr(want, name).toarray())
     assert got.ratings.indices.dtype == np.int32
-    from mechanisms.sparse_rows import gather_rows
+    from recaudit.mechanisms.sparse_rows import gather_rows
 
     small_chunks = gather_rows([(x.ratings, i) for x, i in parts], chunk=3)
     np.testing.assert_array_equal(small_chunks.toarray(), want.ratings.toarray())

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from audits.cli import main
+from recaudit.audits.cli import main
 from tests.conftest import small_world
 
 STAR_POPULATION = {"kind": "sbm_stars", "n_items": 100, "ratings_per_user": 10,

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audits.calibration import ideal_canary_scores
-from audits.stats.estimators import ESTIMATORS
-from audits.stats.gauss_fit import claim_p_value, gauss_fit_audit
-from audits.stats.gdp import gdp_epsilon, gdp_mu
-from audits.stats.power import optimal_pairs_bound, plan_guesses
-from audits.stats.rates import epsilon_lower_bound
-from mechanisms import PrivacyClaim
-from mechanisms.reference import GaussianCount, LaplaceCount
+from recaudit.audits.calibration import ideal_canary_scores
+from recaudit.audits.stats.estimators import ESTIMATORS
+from recaudit.audits.stats.gauss_fit import claim_p_value, gauss_fit_audit
+from recaudit.audits.stats.gdp import gdp_epsilon, gdp_mu
+from recaudit.audits.stats.power import optimal_pairs_bound, plan_guesses
+from recaudit.audits.stats.rates import epsilon_lower_bound
+from recaudit.mechanisms import PrivacyClaim
+from recaudit.mechanisms.reference import GaussianCount, LaplaceCount
 
 GAUSSIAN = GaussianCount.from_epsilon(1.0, 1e-5).claim
 PURE = PrivacyClaim(1.0, 0.0)
@@ -141,8 +141,8 @@ def test_gauss_fit_test_in_a_report_validates_against_the_schema():
     """A gauss-fit test as report.json writes it: its counts, μ figures, power and flag fit the published schema."""
     import jsonschema
 
-    from audits.io.report import _test_dict, counts_text, finite, schema
-    from audits.runner import TestOutcome
+    from recaudit.audits.io.report import _test_dict, counts_text, finite, schema
+    from recaudit.audits.runner import TestOutcome
 
     mech = GaussianCount.from_epsilon(1.0)
     s, b = ideal_canary_scores(mech, 2_000, np.random.default_rng(4))
@@ -171,8 +171,8 @@ def test_library_audit_reports_carry_power_and_never_present_an_uninformative_te
     """Harness audits (``run_audit`` → ``write_audit_report``): the optimal test's figure and the uninformative
     flag in the AuditRun, stdout's ``format_bound``, report.json, report.md and report.html; the one-sentence
     summary of an uninformative audit says it is no evidence instead of "shows ε ≥ 0"."""
-    from audits.harness import format_bound, run_audit
-    from audits.harness_report import write_audit_report
+    from recaudit.audits.harness import format_bound, run_audit
+    from recaudit.audits.harness_report import write_audit_report
 
     null = run_audit(_Constant(), trials=2_000, alpha=0.05, seed=0)
     assert null.bound.epsilon_lb == 0.0 and null.uninformative

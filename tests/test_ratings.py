@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from audits.cli import main
-from mechanisms import ParameterError
-from simulator.population import StarSBMPopulation
-from simulator.populations import RatingsFilePopulation
-from simulator.ratings import (RatingsFileError, load_ratings, read_ratings, write_population_file,
+from recaudit.audits.cli import main
+from recaudit.mechanisms import ParameterError
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator.populations import RatingsFilePopulation
+from recaudit.simulator.ratings import (RatingsFileError, load_ratings, read_ratings, write_population_file,
                                write_ratings)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_more_bad_lines_are_counted(tmp_path):
 
 
 def test_a_bad_line_deep_in_a_chunked_file_is_found(tmp_path, monkeypatch):
-    import simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
+    import recaudit.simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
 
     monkeypatch.setattr(ratings, "_CHUNK_ROWS", 7)  # the slow pass reads chunks: cross several of them
     monkeypatch.setattr(ratings, "_BLOCK_BYTES", 16)  # and lines across byte blocks
@@ -101,7 +101,7 @@ def test_a_bad_line_deep_in_a_chunked_file_is_found(tmp_path, monkeypatch):
 
 
 def test_double_colons_cut_between_blocks_read_as_separators(tmp_path, monkeypatch):
-    import simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
+    import recaudit.simulator.rating_formats as ratings  # the format layer reads in chunks and blocks
 
     table = sparse.csr_array(np.array([[5.0, 0, 3.5], [0, 1.0, 2.0], [4.0, 4.0, 0]]))
     expected = read_ratings(write_ratings(tmp_path / "u.data", table, "udata")).table
@@ -252,9 +252,9 @@ MEMORY_SCRIPT = """
 import json, sys
 from pathlib import Path
 import numpy as np
-from mechanisms import MaxSense
-from simulator.churn import Churn, simulate
-from simulator.populations import RatingsFilePopulation
+from recaudit.mechanisms import MaxSense
+from recaudit.simulator.churn import Churn, simulate
+from recaudit.simulator.populations import RatingsFilePopulation
 
 def peak_mb():
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -297,7 +297,7 @@ def test_a_100k_rating_file_loads_and_runs_in_little_memory(tmp_path):
 def test_validating_then_running_parses_the_file_once(tmp_path):
     import os
 
-    from simulator.ratings import load_ratings_cached
+    from recaudit.simulator.ratings import load_ratings_cached
 
     path = write_population_file(tmp_path / "r.csv", star_world(), 50, seed=1)
     first = load_ratings_cached(path, test_fraction=0.1)

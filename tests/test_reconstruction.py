@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from attacks import ATTACKS
-from attacks.laplace_posterior import level_prior
-from audits import reconstruction
-from mechanisms import UserBatch, WorldInfo
-from mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
-from simulator.neighbours import PAIR_POLICIES
-from simulator.transcript import MessagesView, ReleasesView
+from recaudit.attacks import ATTACKS
+from recaudit.attacks.laplace_posterior import level_prior
+from recaudit.audits import reconstruction
+from recaudit.mechanisms import UserBatch, WorldInfo
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
+from recaudit.simulator.neighbours import PAIR_POLICIES
+from recaudit.simulator.transcript import MessagesView, ReleasesView
 
 from tests.test_xin_jaakkola import star_population
 
@@ -112,7 +112,7 @@ def test_distinguishing_scores_on_the_star_pattern_pair(world):
 
 
 def test_dinur_nissim_attack_scores_a_subset_sum_view():
-    from simulator.neighbours import TargetPair
+    from recaudit.simulator.neighbours import TargetPair
 
     rng = np.random.default_rng(29)
     n_items, q = 40, 160
@@ -129,9 +129,9 @@ def test_dinur_nissim_attack_scores_a_subset_sum_view():
 
 def test_sigma_tilt_sees_an_answer_in_a_small_server(world):
     """One exact 2nd-order answer among ten moves Σ toward its row: the tilt favours the true world."""
-    from mechanisms.xin_jaakkola import XinJaakkola as XJ
-    from simulator.neighbours import TargetPair
-    from simulator.transcript import Release
+    from recaudit.mechanisms.xin_jaakkola import XinJaakkola as XJ
+    from recaudit.simulator.neighbours import TargetPair
+    from recaudit.simulator.transcript import Release
 
     pop, catalogue, public, private, model = world
     pair = PAIR_POLICIES["star_pattern"].rows_for_runs(pop, catalogue, 2, np.random.default_rng(30))
@@ -154,7 +154,7 @@ def test_pmd_single_coordinate_bound_is_zero_while_pairs_leak(world):
     <= 1e-6 (the false-failure probability of the first check). The pairwise score, same runs,
     must show leakage.
     """
-    from audits.stats.bounds import split_epsilon_bound
+    from recaudit.audits.stats.bounds import split_epsilon_bound
 
     pop, catalogue, public, private, model = world
     pair = PAIR_POLICIES["star_pattern"].rows_for_runs(pop, catalogue, 5000, np.random.default_rng(32))

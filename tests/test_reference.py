@@ -1,4 +1,4 @@
-"""Tests for mechanisms.reference: exact privacy curves, sampling, and audits of every twin.
+"""Tests for recaudit.mechanisms.reference: exact privacy curves, sampling, and audits of every twin.
 
 Statistical assertions use fixed seeds and state their false-failure
 probability: "consistent" verdicts run at alpha = 1e-6, so by the bound's
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from audits.stats.gdp import gdp_delta, gdp_epsilon
-from audits.harness import run_audit
-from mechanisms.reference import (
+from recaudit.audits.stats.gdp import gdp_delta, gdp_epsilon
+from recaudit.audits.harness import run_audit
+from recaudit.mechanisms.reference import (
     BROKEN_TWINS,
     REFERENCE_MECHANISMS,
     GaussianCount,

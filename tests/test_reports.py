@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from audits.cli import ConsoleReporter, _parser, main
-from audits.io import plots
-from audits.io.report import finite, md, schema
+from recaudit.audits.cli import ConsoleReporter, _parser, main
+from recaudit.audits.io import plots
+from recaudit.audits.io.report import finite, md, schema
 from tests.conftest import small_world
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -124,7 +124,7 @@ def test_report_rebuilds_identically_from_the_run_folder(tmp_path, quickstart_da
 
 def _tamper(out: Path, name: str, change) -> None:
     """Rewrite one saved unit of ``out``'s score store with ``change`` applied to its scores (a valid checksum)."""
-    from audits.io.store import Progress
+    from recaudit.audits.io.store import Progress
 
     store = Progress.saved(out / "progress")
     unit = store.load_arrays(name)
@@ -200,7 +200,7 @@ def test_sweep_folder_rebuilds_identically(tmp_path, quickstart_data):
 def test_sweep_figure_draws_censored_runs_and_the_fit_band():
     points = [{"parameter": "x", "value": v, "replicate": r, "u_star": u, "theory_users": v ** 2}
               for v, r, u in [(10, 0, 100), (10, 1, 120), (20, 0, 400), (20, 1, 380), (40, 0, None), (40, 1, 1500)]]
-    from audits.sweep import fit_slope
+    from recaudit.audits.sweep import fit_slope
 
     done = [p for p in points if p["u_star"] is not None]
     fit = fit_slope(np.array([p["value"] for p in done]), np.array([p["u_star"] for p in done]))
@@ -326,15 +326,15 @@ def test_the_schema_file_ships_with_the_package():
 
     root = Path(__file__).resolve().parents[1]
     package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "io/*.json" in package_data["audits"] and "io/templates/*.html" in package_data["audits"]
-    assert (resources.files("audits.io") / "report.schema.json").is_file()
+    assert "io/*.json" in package_data["recaudit.audits"] and "io/templates/*.html" in package_data["recaudit.audits"]
+    assert (resources.files("recaudit.audits.io") / "report.schema.json").is_file()
 
 
 def test_ratings_file_runs_report_agreement_with_the_non_private_clustering(tmp_path, quickstart_data, capsys):
     import pandas as pd
 
-    from audits.utility import clustering_accuracy, utility_reference
-    from simulator.populations import RatingsFilePopulation
+    from recaudit.audits.utility import clustering_accuracy, utility_reference
+    from recaudit.simulator.populations import RatingsFilePopulation
 
     rng = np.random.default_rng(7)
     planted = (np.arange(24) >= 12).astype(int)  # items 0-11 liked by 80% of raters, 12-23 by 15%
@@ -374,8 +374,8 @@ def test_progress_bars_only_on_a_terminal_and_never_when_quiet():
 
 
 def test_trial_blocks_report_progress_one_by_one(write_scenario, quickstart_data):
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     class Ticks(list):
         def __call__(self, message):

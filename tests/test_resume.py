@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import yaml
 
-import audits.io.report  # noqa: F401  (imported before forking: children start at once)
-from audits.cli import main
-from audits.io.store import Progress
+import recaudit.audits.io.report  # noqa: F401  (imported before forking: children start at once)
+from recaudit.audits.cli import main
+from recaudit.audits.io.store import Progress
 from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs fork and process groups")
@@ -68,7 +68,7 @@ def finish(argv: list[str], timeout: float = 300) -> int:
 
 def outputs(out: Path) -> tuple[dict, bytes]:
     """The report (without timing) and every score the folder's score store holds."""
-    from audits.runner import result_from_run_dir
+    from recaudit.audits.runner import result_from_run_dir
 
     report = json.loads((out / "report.json").read_text())
     report.pop("timing")
@@ -146,7 +146,7 @@ def test_two_runs_into_one_folder(tmp_path, capsys):
     assert main(["run", str(second), "--out", str(out), "--resume", "--quiet"]) == 2
     assert "saved progress belongs to another scenario or seed" in capsys.readouterr().err
     # ... and a folder whose stamp was overwritten still never lends the first run's blocks to the second
-    from audits.io.scenario import load_scenario
+    from recaudit.audits.io.scenario import load_scenario
 
     (out / "progress" / "fingerprint.json").write_text(json.dumps({"fingerprint": load_scenario(second).fingerprint()}))
     assert main(["run", str(second), "--out", str(out), "--resume"]) == 0
@@ -192,7 +192,7 @@ def test_a_corrupt_folder_stamp_is_not_a_traceback(tmp_path):
 
 
 def test_serial_runs_save_each_block_as_it_finishes(tmp_path):
-    from audits.executors import SerialExecutor, as_finished
+    from recaudit.audits.executors import SerialExecutor, as_finished
 
     directory = tmp_path / "p"
     progress = Progress(directory, {"k": 1}, resume=False)

@@ -6,18 +6,18 @@ import json
 import numpy as np
 import pytest
 
-from audits.io.scenario import load_scenario
-from audits.io.report import write_reports
-from audits.runner import run_scenario
-from audits.utility import measure_utility, recording_needs, utility_summary
-from mechanisms import ParameterError
-from mechanisms.sp2 import SP2
-from mechanisms.xin_jaakkola import XinJaakkola
-from simulator.churn import Churn
-from simulator.engine import Inserted, run_protocol
-from simulator.population import StarSBMPopulation
-from simulator.populations import SelectiveStarSBMPopulation
-from simulator.transcript import Recorder
+from recaudit.audits.io.scenario import load_scenario
+from recaudit.audits.io.report import write_reports
+from recaudit.audits.runner import run_scenario
+from recaudit.audits.utility import measure_utility, recording_needs, utility_summary
+from recaudit.mechanisms import ParameterError
+from recaudit.mechanisms.sp2 import SP2
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
+from recaudit.simulator.churn import Churn
+from recaudit.simulator.engine import Inserted, run_protocol
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator.populations import SelectiveStarSBMPopulation
+from recaudit.simulator.transcript import Recorder
 
 STARS = [[[0.02, 0.05, 0.13, 0.35, 0.45], [0.45, 0.35, 0.13, 0.05, 0.02]],
          [[0.45, 0.35, 0.13, 0.05, 0.02], [0.02, 0.05, 0.13, 0.35, 0.45]]]

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from audits.cli import main
+from recaudit.audits.cli import main
 
 QUICKSTART_LINES = None
 

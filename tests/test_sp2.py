@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from mechanisms import UserBatch
-from mechanisms.sp2 import (SP2, AuxData, SP2LeakyDownload, allocate_private, clustering_aux, fine_tune,
+from recaudit.mechanisms import UserBatch
+from recaudit.mechanisms.sp2 import (SP2, AuxData, SP2LeakyDownload, allocate_private, clustering_aux, fine_tune,
                             fit_biased_mf, fit_joint_mf, joint_aux, naive_aux, rating_gradients,
                             split_public_private, truncate_weights)
-from simulator.engine import Inserted, run_protocol
-from simulator.churn import Churn
-from simulator.neighbours import PAIR_POLICIES, PairError, policy_for
-from simulator.population import StarSBMPopulation
-from simulator.populations import SelectiveStarSBMPopulation
+from recaudit.simulator.engine import Inserted, run_protocol
+from recaudit.simulator.churn import Churn
+from recaudit.simulator.neighbours import PAIR_POLICIES, PairError, policy_for
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator.populations import SelectiveStarSBMPopulation
 
 STARS = [[[0.05, 0.05, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.05, 0.05]],
          [[0.4, 0.3, 0.2, 0.05, 0.05], [0.05, 0.05, 0.2, 0.3, 0.4]]]
@@ -243,8 +243,8 @@ def test_protocol_runs_and_devices_output_their_model(method):
 
 
 def small_audit(path, trials):
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     scenario = load_scenario(path)
     scenario = scenario.model_copy(update={"audit": scenario.audit.model_copy(update={"trials": trials,
@@ -273,7 +273,7 @@ def test_base_mf_within_two_percent_of_scikit_surprise_svd(tmp_path):
     same split of a MovieLens-format file the test writes. Both are random (initial factors); with 100
     factors the RMSE varies by about ±0.5 % between seeds, so 2 % is the issue's tolerance, not a tuned one."""
     pytest.importorskip("surprise", reason="scikit-surprise is not installed (pip install -e '.[test]')")
-    from studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
+    from recaudit.studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
 
     path = write_movielens_file(tmp_path / "u.data", seed=5, n_users=300, n_items=300, per_user=50)
     assert path.read_text().count("\n") == 300 * 50
@@ -286,7 +286,7 @@ def test_study_writes_its_tables(tmp_path):
     """The study end to end on a tiny configuration (no audits, no surprise): every cell is a number."""
     import json
 
-    from studies.sp2 import StudyConfig, markdown, run_study, write_movielens_file
+    from recaudit.studies.sp2 import StudyConfig, markdown, run_study, write_movielens_file
 
     path = write_movielens_file(tmp_path / "u.data", seed=3, n_users=60, n_items=50, per_user=10)
     config = StudyConfig(factors=3, epochs=2, fine_tune_epochs=2, clusters=3)
@@ -308,7 +308,7 @@ def test_study_writes_its_tables(tmp_path):
 def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
     """943 users x 80 ratings (MovieLens-100K's scale), mean RMSE over three seeds each: within 2 %."""
     pytest.importorskip("surprise", reason="scikit-surprise is not installed (pip install -e '.[test]')")
-    from studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
+    from recaudit.studies.sp2 import StudyConfig, file_split, ours_rmse, surprise_rmse, write_movielens_file
 
     split = file_split(write_movielens_file(tmp_path / "u.data", seed=9), seed=9)
     ours = np.mean([ours_rmse(split, StudyConfig(), s) for s in range(3)])
@@ -320,8 +320,8 @@ def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
 def test_one_run_audit_of_canaries_agrees(name, verdict):
     """The same claims audited by 200 canaries inside one run (Steinke et al.): the leaky fetch log ranks every
     canary right (ε_LB at the ceiling); the full download ties every score, so no guess beats chance."""
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
     from tests.conftest import SCENARIOS
 
     scenario = load_scenario(SCENARIOS / name)

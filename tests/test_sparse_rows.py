@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from mechanisms import UserBatch
-from mechanisms import sparse_rows
-from mechanisms.sparse_rows import csr, narrow, stack_rows, take_rows
+from recaudit.mechanisms import UserBatch
+from recaudit.mechanisms import sparse_rows
+from recaudit.mechanisms.sparse_rows import csr, narrow, stack_rows, take_rows
 
 
 def _same(fast: sparse.csr_array, slow) -> None:

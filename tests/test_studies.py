@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from audits.cli import main
-from simulator.ratings import write_population_file
+from recaudit.audits.cli import main
+from recaudit.simulator.ratings import write_population_file
 
 
 def scenario(tmp_path, name: str, study: str) -> str:
@@ -28,7 +28,7 @@ def test_grid_and_sweep_send_a_study_to_run(tmp_path, capsys, command):
 
 
 def test_a_ratings_file_too_small_is_refused_before_any_work(tmp_path, capsys):
-    from studies.xin_jaakkola import file_population
+    from recaudit.studies.xin_jaakkola import file_population
 
     data = write_population_file(tmp_path / "u.data", file_population(40, 5), 150, seed=5, format="udata")
     path = scenario(tmp_path, "xj", f"{{kind: xin_jaakkola, ratings: '{data}', private: 60, items: 40}}")
@@ -39,7 +39,7 @@ def test_a_ratings_file_too_small_is_refused_before_any_work(tmp_path, capsys):
 
 
 def test_the_per_user_study_saves_each_count_and_a_rerun_resumes(tmp_path, monkeypatch):
-    from studies import mcsherry_mironov_per_user as mm
+    from recaudit.studies import mcsherry_mironov_per_user as mm
 
     path = scenario(tmp_path, "mm", "{kind: mcsherry_mironov_per_user, counts: [1, 3], trials: 60, users: 30, "
                                     "items: 20}")
@@ -57,7 +57,7 @@ def test_the_per_user_study_saves_each_count_and_a_rerun_resumes(tmp_path, monke
 
 
 def test_sp2_study_runs_on_a_ratings_file_alone(tmp_path):
-    from studies.sp2 import METHODS, star_world
+    from recaudit.studies.sp2 import METHODS, star_world
 
     data = write_population_file(tmp_path / "ratings.csv", star_world(120, 60, 20, 1), 120, seed=1,
                                  format="ratings_csv")
@@ -72,7 +72,7 @@ def test_sp2_study_runs_on_a_ratings_file_alone(tmp_path):
 
 
 def test_sp2_refuses_a_file_too_small_for_its_clusters(tmp_path, capsys):
-    from studies.sp2 import star_world
+    from recaudit.studies.sp2 import star_world
 
     data = write_population_file(tmp_path / "u.data", star_world(8, 60, 20, 1), 8, seed=1, format="udata")
     path = scenario(tmp_path, "sp2", f"{{kind: sp2, ratings: '{data}', clusters: 10}}")
@@ -82,7 +82,7 @@ def test_sp2_refuses_a_file_too_small_for_its_clusters(tmp_path, capsys):
 
 
 def test_matrix_completion_study_over_splits_beside_the_mean(tmp_path):
-    from studies.sp2 import star_world
+    from recaudit.studies.sp2 import star_world
 
     data = write_population_file(tmp_path / "u.data", star_world(150, 40, 15, 2), 150, seed=2, format="udata")
     fw = ("{kind: private_frank_wolfe, delta: 1.0e-6, iterations: 3, row_bound: 3.0, centre: private, "

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audits.harness import assert_dp, assert_not_dp, run_audit
+from recaudit.audits.harness import assert_dp, assert_not_dp, run_audit
 from tests.svt import variants
 
 SVT = variants()

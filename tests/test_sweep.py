@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from audits.cli import main
-from audits.io.scenario import with_parameter
-from audits.sweep import fit_slope
-from simulator.learning import checkpoints
+from recaudit.audits.cli import main
+from recaudit.audits.io.scenario import with_parameter
+from recaudit.audits.sweep import fit_slope
+from recaudit.simulator.learning import checkpoints
 
 
 def test_checkpoints_are_geometric_and_end_at_the_maximum():
@@ -88,7 +88,7 @@ def test_sweep_needs_a_sweep_block(tmp_path, quickstart_data, capsys):
 
 
 def test_linked_parameters_follow_the_axis():
-    from audits.io.scenario import SweepAxis
+    from recaudit.audits.io.scenario import SweepAxis
 
     axis = SweepAxis(parameter="population.n_items", values=[40, 80], linked={"population.ratings_per_user": 0.5})
     data = {"population": {"n_items": 10, "ratings_per_user": 5}}
@@ -110,7 +110,7 @@ COMPARE = """
 def test_compare_runs_every_mechanism_on_the_same_worlds_and_draws_bounds(tmp_path, quickstart_data):
     import yaml
 
-    from mechanisms import theory
+    from recaudit.mechanisms import theory
 
     base = tiny(quickstart_data) | yaml.safe_load(SWEEP)
     alone, both = tmp_path / "alone.yaml", tmp_path / "both.yaml"

@@ -1,4 +1,4 @@
-"""Tests for mechanisms.theory (docs/families/local-clustering.md sample-complexity formulas).
+"""Tests for recaudit.mechanisms.theory (docs/families/local-clustering.md sample-complexity formulas).
 
 Closed forms are checked against hand computations; MaxSense's expected
 scores against simulation, with a tolerance of 6 standard errors of the
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms import MaxSense, WorldInfo
-from mechanisms.theory import (
+from recaudit.mechanisms import MaxSense, WorldInfo
+from recaudit.mechanisms.theory import (
     adaptive_min_users,
     fano_min_users,
     maxsense_expected_scores,
@@ -28,7 +28,7 @@ from mechanisms.theory import (
     scarce_min_users,
     score_noise_factor,
 )
-from simulator.population import SBMPopulation
+from recaudit.simulator.population import SBMPopulation
 
 B = [[0.9, 0.3], [0.6, 0.1]]
 ALPHA = [0.5, 0.5]
@@ -169,7 +169,7 @@ B2 = [[0.9, 0.2], [0.7, 0.05]]
 def test_uniform_subset_product_matches_enumeration():
     from itertools import combinations
 
-    from mechanisms.theory import _uniform_subset_mean_product
+    from recaudit.mechanisms.theory import _uniform_subset_mean_product
 
     rng = np.random.default_rng(20)
     f = rng.random((3, 9))
@@ -222,7 +222,7 @@ def test_score_noise_factor_matches_simulated_variances():
     # 1 + m(1 - Q theta/w)/(1 - m). The items' own signal changes the ratio by O((t w/N)^2) < 1e-4 here.
     # Standard error by batch means over 20 batches; 6 se: false failure < 1e-8. At 100,000 users the se is
     # 0.0020 (0.0008 at 400,000; the signal's term does not shrink with users) against a factor of 1.50.
-    from mechanisms import MultiMaxSense
+    from recaudit.mechanisms import MultiMaxSense
 
     n, w, users, batches = 200, 8, 100_000, 20
     pop = SBMPopulation(n_items=n, user_cluster_weights=ALPHA, item_cluster_weights=BETA, like_probability=B2,

@@ -9,17 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from attacks.known_noise import KnownNoiseAttack
-from mechanisms import UserBatch
-from mechanisms.continual_covariance import TreeContinualCovariance, nodes_touched
-from mechanisms.frank_wolfe import PrivateFrankWolfe
-from mechanisms.matrix_completion import upper
-from simulator.engine import Inserted, run_protocol
-from simulator.neighbours import SingleItemReplace
-from simulator.populations import RankOneMatrix
-from simulator.schedules import Panel
-from simulator.seeds import stream
-from simulator.transcript import Recorder, statistics_view
+from recaudit.attacks.known_noise import KnownNoiseAttack
+from recaudit.mechanisms import UserBatch
+from recaudit.mechanisms.continual_covariance import TreeContinualCovariance, nodes_touched
+from recaudit.mechanisms.frank_wolfe import PrivateFrankWolfe
+from recaudit.mechanisms.matrix_completion import upper
+from recaudit.simulator.engine import Inserted, run_protocol
+from recaudit.simulator.neighbours import SingleItemReplace
+from recaudit.simulator.populations import RankOneMatrix
+from recaudit.simulator.schedules import Panel
+from recaudit.simulator.seeds import stream
+from recaudit.simulator.transcript import Recorder, statistics_view
 
 
 def fw_world(canary_items=4, users=8, items=6):
@@ -95,7 +95,7 @@ def test_known_noise_reach_is_the_closed_form_mu_of_the_pair():
 def test_pgd_panel_runs_and_white_box_means_follow_the_engine(rank):
     """Private PGD: one batched run draws the engine's noise (every round's noisy Gram and eigenvectors agree),
     and the replay of the target's residuals from the published eigenvectors is what it really sent."""
-    from mechanisms.projected_gradient import PrivateProjectedGradient
+    from recaudit.mechanisms.projected_gradient import PrivateProjectedGradient
 
     population, catalogue, _, pair = fw_world()
     mechanism = PrivateProjectedGradient(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1, rank=rank)
@@ -146,8 +146,8 @@ def test_gdp_at_a_fixed_cut_is_the_clopper_pearson_mu_bound_and_covers():
     P(Binomial(200, 0.05) > 20) < 0.2 % per case."""
     from scipy import stats
 
-    from audits.stats.estimators import estimator_for
-    from audits.stats.gdp import fixed_threshold_gdp_bound
+    from recaudit.audits.stats.estimators import estimator_for
+    from recaudit.audits.stats.gdp import fixed_threshold_gdp_bound
 
     estimator = estimator_for("gdp", "explicit")(threshold_value=0.0)
     claim = PrivateFrankWolfe(epsilon=1.0, delta=1e-5, iterations=4, row_bound=0.1).claim
@@ -179,8 +179,8 @@ def test_tree_means_follow_the_nodes_the_target_enters():
 
 
 def mm_world():
-    from mechanisms.mcsherry_mironov import McSherryMironov
-    from simulator.neighbours import SingleFlip
+    from recaudit.mechanisms.mcsherry_mironov import McSherryMironov
+    from recaudit.simulator.neighbours import SingleFlip
 
     population = RankOneMatrix(n_users=10, n_items=6, ratings_per_user=4, test_fraction=0.0, canary_items=2)
     catalogue = population.catalogue(np.random.default_rng(1))
@@ -222,8 +222,8 @@ def scenario_data(name, **audit):
 
 def test_the_no_noise_twin_is_violated_on_the_white_box(write_scenario):
     """The broken twin that adds no noise: the known-noise test separates the worlds perfectly (small run)."""
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     data = scenario_data("tight-private-frank-wolfe", trials=1000, block_size=1000)
     data["mechanism"]["kind"] = "private_frank_wolfe_no_noise"
@@ -238,9 +238,9 @@ def test_reports_carry_the_pair_reach(write_scenario, tmp_path):
 
     import jsonschema
 
-    from audits.io.report import schema, write_reports
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.report import schema, write_reports
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(write_scenario(scenario_data("tight-private-frank-wolfe", trials=200,
                                                                      block_size=200))))
@@ -276,8 +276,8 @@ def test_shipped_tight_scenarios_reach_their_share_of_the_tight_epsilon(name, ra
     below 1 % for the tree (mean 0.82, sd 0.06 at 5,000 runs, none of 200 below 0.65). McSherry–Mironov
     (Laplace) was measured on its shipped seed only: 0.82.
     """
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(f"scenarios/{name}.yaml"))
     white = next(t for t in result.tests if t.attack.startswith("known_noise"))
@@ -305,8 +305,8 @@ def test_pgd_and_oja_white_boxes_show_a_positive_bound_on_the_correct_mechanism(
     would be wrong): PGD's expected μ_LB sits 3 sd below its μ_pair (a false failure ≈ 0.1 %), Oja's 9 sd.
     Measured through the CLI at the shipped seeds: 0.173 and 0.0616.
     """
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(f"scenarios/{name}.yaml"))
     white = result.tests[0]
@@ -319,8 +319,8 @@ def test_pgd_and_oja_white_boxes_show_a_positive_bound_on_the_correct_mechanism(
 def test_the_naive_counter_is_violated_on_the_white_box(write_scenario):
     """The broken continual server (noise for one release, claimed for the stream): its noisy releases are
     the white-box statistics, and the known-noise test shows the violation."""
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
 
     data = scenario_data("tight-continual-tree", trials=1000, block_size=500)
     data["mechanism"]["kind"] = "continual_covariance_naive"

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from mechanisms.uniform_draws import float32_uniform_below
+from recaudit.mechanisms.uniform_draws import float32_uniform_below
 
 
 @pytest.mark.parametrize("p", [0.1, 1 / 3, np.float64(0.1), np.float32(0.3), 0.5, 1.0, 2.0, 0.0, -1.0, 1e-9,

@@ -8,13 +8,13 @@ import pytest
 import scipy.linalg
 from scipy import sparse, stats
 
-from audits import reconstruction
-from mechanisms import MECHANISMS, PrivacyClaim, WorldInfo
-from mechanisms.xin_jaakkola import (XinJaakkola, XinJaakkolaLaplace, complete, fit_em, item_means, m_step,
+from recaudit.audits import reconstruction
+from recaudit.mechanisms import MECHANISMS, PrivacyClaim, WorldInfo
+from recaudit.mechanisms.xin_jaakkola import (XinJaakkola, XinJaakkolaLaplace, complete, fit_em, item_means, m_step,
                                      pmc_response, pmd_candidates, pmd_objective, psd_sqrt)
-from simulator.churn import Churn, simulate
-from simulator.population import StarSBMPopulation
-from simulator.transcript import Recorder
+from recaudit.simulator.churn import Churn, simulate
+from recaudit.simulator.population import StarSBMPopulation
+from recaudit.simulator.transcript import Recorder
 
 HI = [0.02, 0.05, 0.13, 0.35, 0.45]
 LO = HI[::-1]
@@ -146,7 +146,7 @@ def test_pmc_releases_the_sign_up_to_one_global_sign():
 
 
 def test_pmc_rated_variant_releases_only_the_rated_signs():
-    from mechanisms.xin_jaakkola import pmc_rated_response
+    from recaudit.mechanisms.xin_jaakkola import pmc_rated_response
 
     ratings = sparse.csr_array(np.array([[5.0, 0, 1.0, 4.0], [0, 2.0, 0, 0]]))
     mu = np.full(4, 3.0)
@@ -224,9 +224,9 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     """
     import yaml
 
-    from audits.io.report import write_reports
-    from audits.io.scenario import load_scenario
-    from audits.runner import run_scenario
+    from recaudit.audits.io.report import write_reports
+    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.runner import run_scenario
     from tests.conftest import SCENARIOS
 
     data = yaml.safe_load((SCENARIOS / "xin-jaakkola.yaml").read_text())
@@ -241,7 +241,7 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     assert tests["pmd_coordinate"]["epsilon_lb"] < tests["pmd_pairwise"]["epsilon_lb"]
     assert "no privacy claim" in report["summary"]
     assert "no_claim" in (tmp_path / "out" / "report.html").read_text()
-    from audits.runner import result_from_run_dir
+    from recaudit.audits.runner import result_from_run_dir
 
     rebuilt = result_from_run_dir(tmp_path / "out")  # recaudit report: the null epsilon read back as no claim
     assert rebuilt.verdict == "no_claim" and not rebuilt.claim.promises
@@ -251,8 +251,8 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
 def test_study_on_a_generated_movielens_file(tmp_path):
     """The study's per-world step on a u.data file written here (Laplace ε = 5 left out: its accountant
     PLD alone takes seconds)."""
-    from studies import xin_jaakkola as xj_study
-    from simulator.ratings import write_population_file
+    from recaudit.studies import xin_jaakkola as xj_study
+    from recaudit.simulator.ratings import write_population_file
 
     path = write_population_file(tmp_path / "u.data", xj_study.file_population(40, 6), 450, seed=6, format="udata")
     world = xj_study.file_world(path, 60, seed=6)
@@ -268,8 +268,8 @@ def test_study_on_a_generated_movielens_file(tmp_path):
 
 
 def test_study_refuses_a_file_too_small_before_any_work(tmp_path, capsys):
-    from studies import xin_jaakkola as xj_study
-    from simulator.ratings import write_population_file
+    from recaudit.studies import xin_jaakkola as xj_study
+    from recaudit.simulator.ratings import write_population_file
 
     path = write_population_file(tmp_path / "u.data", xj_study.file_population(40, 5), 150, seed=5, format="udata")
     assert xj_study.main(["--out", str(tmp_path / "out"), "--ratings", str(path), "--private", "60"]) == 2
@@ -283,8 +283,8 @@ def test_study_command_on_a_generated_movielens_file(tmp_path):
     both tables."""
     import json
 
-    from studies import xin_jaakkola as xj_study
-    from simulator.ratings import write_population_file
+    from recaudit.studies import xin_jaakkola as xj_study
+    from recaudit.simulator.ratings import write_population_file
 
     path = write_population_file(tmp_path / "ratings.csv", xj_study.file_population(40, 5), 450, seed=5,
                                  format="ratings_csv")

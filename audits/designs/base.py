@@ -16,13 +16,13 @@ from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
-from mechanisms import PrivacyClaim, Mechanism
-from mechanisms.registry import Registry
-from mechanisms.errors import BadInput
-from simulator.engine import Inserted
-from simulator.neighbours import NeighbourPolicy, TargetPair
-from simulator.seeds import child_seed
-from simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view, target_view,
+from recaudit.mechanisms import PrivacyClaim, Mechanism
+from recaudit.core.registry import Registry
+from recaudit.core.errors import BadInput
+from recaudit.simulator.engine import Inserted
+from recaudit.simulator.neighbours import NeighbourPolicy, TargetPair
+from recaudit.simulator.seeds import child_seed
+from recaudit.simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view, target_view,
                                   watched_messages)
 
 from ..executors import as_finished
@@ -100,7 +100,7 @@ class Design(ABC):
     produces: ClassVar[Literal["pairs", "canaries"]] = "pairs"
     #: the claim models the design is valid for (None: all)
     valid_models: ClassVar[tuple[str, ...] | None] = None
-    #: the conformance suite (``audits.checks``) runs the design on this mechanism's test scenario, with these
+    #: the conformance suite (``recaudit.audits.checks``) runs the design on this mechanism's test scenario, with these
     #: audit settings and attacks (None: the scenario's)
     test_mechanism: ClassVar[str] = "maxsense"
     test_audit: ClassVar[dict] = {}

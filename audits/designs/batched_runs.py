@@ -13,10 +13,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from mechanisms import UserBatch
-from simulator.schedules import Panel
-from simulator.seeds import stream
-from simulator.transcript import StatisticsView
+from recaudit.mechanisms import UserBatch
+from recaudit.simulator.schedules import Panel
+from recaudit.simulator.seeds import stream
+from recaudit.simulator.transcript import StatisticsView
 
 from .base import Design, DesignError, DesignOutput, attack_outputs, run_blocks
 

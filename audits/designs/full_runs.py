@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from simulator.engine import Inserted, run_protocol
-from simulator.seeds import stream
-from simulator.transcript import Recorder, View
+from recaudit.simulator.engine import Inserted, run_protocol
+from recaudit.simulator.seeds import stream
+from recaudit.simulator.transcript import Recorder, View
 
 from .base import Design, DesignError, DesignOutput, attack_outputs, fit_attacks, run_blocks, stack_views, view_of
 

@@ -18,10 +18,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from mechanisms import UserBatch
-from simulator.neighbours import is_local, sketches_under
-from simulator.seeds import child_seed, stream
-from simulator.transcript import MessagesView, View
+from recaudit.mechanisms import UserBatch
+from recaudit.simulator.neighbours import is_local, sketches_under
+from recaudit.simulator.seeds import child_seed, stream
+from recaudit.simulator.transcript import MessagesView, View
 
 from ..stats.coded import CodedScores, one_table
 from .base import Design, DesignError, DesignOutput, block_sizes, blocks_per_unit, fit_attacks, run_blocks

@@ -15,9 +15,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from simulator.engine import Inserted, spread_ticks
-from simulator.seeds import stream
-from simulator.transcript import View, canary_view
+from recaudit.simulator.engine import Inserted, spread_ticks
+from recaudit.simulator.seeds import stream
+from recaudit.simulator.transcript import View, canary_view
 
 from .base import CANARIES, Design, DesignError, DesignOutput, TargetScores, view_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 from . import plots, run_figures
 from .report import SCHEMA_VERSION, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html

@@ -57,8 +57,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from mechanisms import WorldInfo
-from simulator.populations import POPULATIONS
+from recaudit.mechanisms import WorldInfo
+from recaudit.simulator.populations import POPULATIONS
 
 from .sections import build
 

@@ -215,8 +215,8 @@ def reach_sentence(test: dict) -> str | None:
 
 def accounting_note(scenario) -> dict:
     """``requested_epsilon`` and a ``note`` when the accountant's ε for one answer exceeds the mechanism's ε."""
-    from mechanisms import MECHANISMS
-    from mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
+    from recaudit.mechanisms import MECHANISMS
+    from recaudit.mechanisms.accounting import DEFAULT_VALUE_DISCRETIZATION
 
     config = scenario.model_dump(mode="json")["mechanism"]  # also a run folder's recorded scenario
     requested = config.get("epsilon")

@@ -113,9 +113,9 @@ def _table(model: dict, skip: tuple[str, ...] = ("kind",), notes: dict | None = 
 
 def reference_markdown() -> str:
     """The scenario reference page: every section, and every registered kind with its fields."""
-    from attacks import ATTACKS
-    from mechanisms import MECHANISMS
-    from simulator.populations import POPULATIONS
+    from recaudit.attacks import ATTACKS
+    from recaudit.mechanisms import MECHANISMS
+    from recaudit.simulator.populations import POPULATIONS
 
     schema = Scenario.model_json_schema()
     defs = schema["$defs"]

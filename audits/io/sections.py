@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator,
                       model_validator)
 
-from attacks import ATTACKS
-from mechanisms import MECHANISMS, ParameterError
-from simulator.churn import Churn
-from simulator.populations import POPULATIONS
+from recaudit.attacks import ATTACKS
+from recaudit.mechanisms import MECHANISMS, ParameterError
+from recaudit.simulator.churn import Churn
+from recaudit.simulator.populations import POPULATIONS
 
 from ..designs import DESIGNS
 from ..executors import MAX_WORKERS
@@ -105,7 +105,7 @@ ChurnConfig = create_model("ChurnConfig", __config__=STRICT, __validators__={"bu
 
 
 class PanelConfig(BaseModel):
-    """A fixed cohort instead of churn (``simulator.schedules.Panel``): for iterative protocols such as
+    """A fixed cohort instead of churn (``recaudit.simulator.schedules.Panel``): for iterative protocols such as
     matrix completion. ``n_users``: all of the population's users when omitted; ``rounds``: the
     mechanism's ``iterations`` when omitted."""
 
@@ -168,7 +168,7 @@ AuditConfig = create_model(
         None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
                           "target for a joint claim, is a negative control that should be violated; statistics "
                           "is the white box of a central or joint proof, valid against its claim)")),
-    pair=(str | None, Field(None, description="the neighbouring pair's policy (simulator.neighbours.PAIR_POLICIES, "
+    pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.simulator.neighbours.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
 )
 

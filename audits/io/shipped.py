@@ -12,7 +12,7 @@ SUFFIX = ".yaml"
 
 def shipped_folder() -> Path:
     """Where the shipped scenario files are (inside the installed package)."""
-    return Path(str(resources.files("audits") / "scenarios"))
+    return Path(str(resources.files("recaudit.audits") / "scenarios"))
 
 
 def shipped_scenarios() -> dict[str, Path]:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from filelock import FileLock, Timeout
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 from ..stats.coded import CodedScores, is_code_table
 

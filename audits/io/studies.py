@@ -22,15 +22,15 @@ from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_validator
 
-from mechanisms.errors import BadInput
-from mechanisms.registry import Registry
+from recaudit.core.errors import BadInput
+from recaudit.core.registry import Registry
 
 from .sections import STRICT, folder_name
 
 #: every study, by the kind a scenario names; a class registers itself where it is defined
 STUDIES = Registry("study")
 #: packages whose modules define study kinds, imported when a scenario names a study
-STUDY_PACKAGES = ("studies",)
+STUDY_PACKAGES = ("recaudit.studies",)
 
 
 class DataTooSmall(BadInput, ValueError):

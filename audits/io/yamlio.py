@@ -9,8 +9,8 @@ Public API
 ----------
 ``ScenarioError``            exception carrying ``messages: list[str]``
 ``load_yaml(path)``          -> ``(data, line_map)``
-Size and nesting limits live in :mod:`audits.io.yamllimits`.
-Validation errors become lines in :mod:`audits.io.validation_errors`.
+Size and nesting limits live in :mod:`recaudit.audits.io.yamllimits`.
+Validation errors become lines in :mod:`recaudit.audits.io.validation_errors`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from mechanisms.errors import BadInput
+from recaudit.core.errors import BadInput
 
 from .yamllimits import MAX_EXPANDED_VALUES, dotted, flow_nesting_refusal, too_large, written_values_refusal
 

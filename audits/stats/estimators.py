@@ -24,8 +24,8 @@ import numpy as np
 from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import Field
 
-from mechanisms import ParameterError, PrivacyClaim
-from mechanisms.registry import Registry
+from recaudit.mechanisms import ParameterError, PrivacyClaim
+from recaudit.core.registry import Registry
 
 from . import bounds, gauss_fit, gdp, one_run, one_run_lp, power, rates
 from .pvalues import p_value_from_bound
@@ -95,7 +95,7 @@ class Estimator(ABC):
     method: ClassVar[str] = "clopper-pearson"
     threshold: ClassVar[str | None] = None
     input: ClassVar[Literal["pairs", "canaries"]] = "pairs"
-    #: settings of the conformance suite's instance (``audits.checks``)
+    #: settings of the conformance suite's instance (``recaudit.audits.checks``)
     test_params: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
@@ -269,7 +269,7 @@ class _Guesses(Estimator):
     """Guess-based one-run estimators: the top ``k`` canaries guessed in, the bottom ``k`` out.
 
     ``k`` is ``guess_fraction`` of the canaries when given, else planned
-    (:func:`audits.stats.power.plan_guesses`): the count that maximises the
+    (:func:`recaudit.audits.stats.power.plan_guesses`): the count that maximises the
     bound this estimator would reach if the claim were exactly tight — a
     function of the number of canaries, the claim and alpha only, fixed
     before any score is seen. The plan's bound is the estimate's ``optimal``.
@@ -306,7 +306,7 @@ class FDPOneRun(_Guesses, kind="fdp-one-run"):
     mechanism is μ-GDP" with μ the claim's ``gaussian_mu``, so it refuses
     claims without one. ε figures are μ converted at the claim's δ.
     ``analysis: programme`` (default) bounds the tail of the right guesses with
-    every test the per-canary guarantee allows (:mod:`audits.stats.one_run_lp`);
+    every test the per-canary guarantee allows (:mod:`recaudit.audits.stats.one_run_lp`);
     ``recursion`` with the paper's nested tests only (faster, looser).
     """
 
@@ -342,7 +342,7 @@ class GaussFit(Estimator, kind="gauss-fit"):
 
     Valid when, given its bit, each canary's score is Gaussian with one
     common variance, independently across canaries (isolated canaries under
-    Gaussian noise); see :mod:`audits.stats.gauss_fit`. The model is checked
+    Gaussian noise); see :mod:`recaudit.audits.stats.gauss_fit`. The model is checked
     at ``check_alpha`` (0: not checked) and a rejected model gives no bound.
     Any claim with δ > 0: the Gaussian scores alone imply ε at δ.
     """

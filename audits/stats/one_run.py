@@ -15,7 +15,7 @@ lowest, abstain on the rest. With ``r = k_pos + k_neg`` guesses of which
 The guess counts ``k_pos``/``k_neg`` must be fixed before looking at the
 scores and inclusion bits; choosing them to maximise the bound on the same
 canaries invalidates it, so this module offers no such search. The
-estimators plan them on the claim alone (:func:`audits.stats.power.plan_guesses`).
+estimators plan them on the claim alone (:func:`recaudit.audits.stats.power.plan_guesses`).
 
 Beside it, the f-DP analysis of Mahloujifar, Melis, Chaudhuri (ICML 2025)
 (:func:`fdp_one_run_audit`): against a claim that carries a Gaussian
@@ -176,7 +176,7 @@ def one_run_audit(
     included), ``included[j]`` its true inclusion bit (drawn independently
     with probability ½ before the run). Guess "in" for the top ``k_pos``,
     "out" for the bottom ``k_neg``; ``k_pos``/``k_neg`` must be fixed before
-    the data are seen (:func:`audits.stats.power.plan_guesses` plans them on the claim). ``v`` counts
+    the data are seen (:func:`recaudit.audits.stats.power.plan_guesses` plans them on the claim). ``v`` counts
     correct guesses; the bound is :func:`one_run_epsilon_lower_bound` and the
     ceiling the same with all ``r`` guesses right. ``rng`` (optional) breaks
     score ties at random instead of by index.

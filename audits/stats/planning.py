@@ -2,7 +2,7 @@
 
 The distinguishing game counts one fixed test on ``n`` evaluation runs per
 world: ``FP ~ Bin(n, FPR)``, ``FN ~ Bin(n, FNR)``, independent. The claim is
-shown violated when :func:`audits.stats.rates.epsilon_lower_bound` of the
+shown violated when :func:`recaudit.audits.stats.rates.epsilon_lower_bound` of the
 counts exceeds it. That event is, for each ``FP = k``, ``FN ≤ j*(k)``, where
 by Clopper–Pearson duality (``cp_upper(j) < x ⇔ P[Bin(n, x) ≤ j] < a``)
 ``j*(k) = F⁻¹_{Bin(n, x(k))}(a) − 1`` for each of the bound's two terms; so
@@ -58,7 +58,7 @@ def trade_off_curve(shape: str, epsilon: float | None = None, delta: float = 0.0
     ``shape="pure"``: the tightest (ε, δ)-DP curve ``max(1 − δ − e^ε·FPR,
     e^{−ε}(1 − δ − FPR), 0)``; ``shape="gaussian"``: the μ-GDP curve
     ``Φ(Φ⁻¹(1 − FPR) − μ)``, with μ given or the one whose ε at ``delta`` is
-    ``epsilon`` (:func:`audits.stats.gdp.gdp_mu`).
+    ``epsilon`` (:func:`recaudit.audits.stats.gdp.gdp_mu`).
     """
     if shape == "pure":
         growth = math.exp(epsilon)

@@ -2,7 +2,7 @@
 
 "Exactly tight" is the claim's own trade-off curve: the μ-GDP curve when
 the claim carries ``gaussian_mu``, else the tightest (ε, δ)-DP curve
-(:func:`audits.stats.planning.trade_off_curve`). Every figure here is a
+(:func:`recaudit.audits.stats.planning.trade_off_curve`). Every figure here is a
 function of the claim and the budget only — never of the scores — so an
 estimator may use it to fix its settings in advance (the one-run guess
 counts) without losing validity, and a report may print it beside the
@@ -109,7 +109,7 @@ def plan_guesses(m: int, claim, alpha: float, method: str = "one-run") -> tuple[
 
 @functools.lru_cache(maxsize=256)
 def programme_figure(m: int, claim, alpha: float, k: int) -> float | None:
-    """The f-DP programme's bound (:mod:`audits.stats.one_run_lp`) at ``k`` guesses a side and the expected right
+    """The f-DP programme's bound (:mod:`recaudit.audits.stats.one_run_lp`) at ``k`` guesses a side and the expected right
     guesses if the claim were tight: the ``optimal`` figure of ``fdp-one-run`` with ``analysis: programme``.
 
     ``k`` itself is planned on the recursion (:func:`plan_guesses`): the programme costs ~10³× more per

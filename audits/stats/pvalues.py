@@ -73,7 +73,7 @@ def violation_p_value(
     The test "reject if :func:`epsilon_lower_bound` at level alpha exceeds
     ε_claim" has rejection regions nested in alpha (the bound grows with
     alpha), so its p-value is ``inf{alpha : ε_LB(alpha) > ε_claim}`` and
-    ``p < alpha ⇔ ε_LB(alpha) > ε_claim`` (:func:`audits.stats.pvalues.p_value_from_bound`).
+    ``p < alpha ⇔ ε_LB(alpha) > ε_claim`` (:func:`recaudit.audits.stats.pvalues.p_value_from_bound`).
     Feed several of them to :func:`holm_adjust`.
     """
     _check_delta(delta)

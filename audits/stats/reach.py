@@ -1,7 +1,7 @@
 """How far an audited pair really moves the white-box statistics, against how far the claim assumes.
 
 A claim's ε comes from the sensitivity its analysis bounds. The known-noise attack measures, per run,
-the pair's own reach (``attacks.known_noise``): ``μ_pair = sqrt(Σ_t ‖d_t‖²)/σ`` for Gaussian noise, or
+the pair's own reach (``recaudit.attacks.known_noise``): ``μ_pair = sqrt(Σ_t ‖d_t‖²)/σ`` for Gaussian noise, or
 ``Σ |d|/b`` (a pure ε) for Laplace. The ε that reach implies is what the optimal test on this pair can
 show at best; when it is below the claim for the worst pair one can build, the claim's analysis is loose
 by ``looseness = ε_claim / ε_pair`` — a finding, not a failure of the audit.

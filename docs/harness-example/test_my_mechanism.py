@@ -2,7 +2,7 @@
 
 Copy this file into your test suite. It needs recaudit installed (the plugin
 is registered through the ``pytest11`` entry point; without it, run pytest
-with ``-p audits.pytest_plugin``). The ``dp_audit`` fixture runs your
+with ``-p recaudit.audits.pytest_plugin``). The ``dp_audit`` fixture runs your
 mechanism many times on two neighbouring datasets, bounds ε from below at
 confidence 1 − alpha, and compares that bound with the claim. Each test gets
 a fixed seed derived from its node id, so a failure reproduces exactly and
@@ -11,7 +11,7 @@ is never "retry until green".
 import numpy as np
 import pytest
 
-from mechanisms.base import PrivacyClaim
+from recaudit.mechanisms.base import PrivacyClaim
 
 
 class NoisySum:
