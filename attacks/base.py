@@ -9,7 +9,7 @@ import numpy as np
 
 from recaudit.mechanisms import Mechanism
 from recaudit.core.registry import Registry
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View, ViewKind
 
 #: every registered attack, by kind

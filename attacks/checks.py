@@ -13,7 +13,7 @@ import numpy as np
 
 from recaudit.mechanisms import MECHANISMS
 from recaudit.mechanisms.claims import ViewKind
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import view_class
 
 from .base import ATTACKS, Attack

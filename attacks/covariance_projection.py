@@ -25,7 +25,7 @@ import numpy as np
 from scipy import sparse
 
 from recaudit.mechanisms import Mechanism
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
 from .base import Attack

@@ -34,7 +34,7 @@ import numpy as np
 from annotated_types import Ge
 
 from recaudit.mechanisms import Mechanism
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
 from .base import Attack

@@ -8,7 +8,7 @@ from scipy import optimize, sparse
 
 from recaudit.mechanisms import Mechanism
 from recaudit.core.errors import InternalError
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
 from .base import Attack

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
 from .base import Attack, PublicKnowledge

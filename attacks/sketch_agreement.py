@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import LocalMechanism
-from recaudit.simulator.neighbours import sketches_under
+from recaudit.simulator.targets import sketches_under
 
 from .base import Attack
 

@@ -37,9 +37,9 @@ from recaudit.simulator.seeds import stream
 from recaudit.simulator.transcript import Recorder, Transcript
 
 from .designs import DESIGNS, Design, DesignError
-from .io.sections import PopulationConfig
-from .io.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, load_scenario
-from .io.yamlio import ScenarioError
+from .language.sections import PopulationConfig
+from .language.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, load_scenario
+from .language.yamlio import ScenarioError
 from .runner import run_scenario
 from .stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_for
 

@@ -21,11 +21,11 @@ from . import data_command
 from .executors import MAX_WORKERS
 from .info_commands import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATED, _cmd_init, _cmd_list,  # noqa: F401
                             _cmd_scenarios, _cmd_schema, _cmd_validate, _version)
-from .io.report import summary_line
-from .io.shipped import resolve
-from .io.store import hold_folder
-from .io.studies import StudyScenario
-from .io.yamlio import ScenarioError, one_line
+from .reports.report import summary_line
+from .language.shipped import resolve
+from .store import hold_folder
+from .language.studies import StudyScenario
+from .language.yamlio import ScenarioError, one_line
 
 EXECUTORS = ["serial", "processes", "dask"]
 log = logging.getLogger("recaudit")
@@ -195,7 +195,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace):
-    from .io.scenario import command_problems, load_scenario
+    from .language.scenario import command_problems, load_scenario
 
     try:
         args.scenario = resolve(args.scenario)
@@ -226,8 +226,8 @@ def _announce_cost(scenario) -> None:
     """Log the estimated run time first when it is more than ANNOUNCE_SECONDS."""
     from recaudit.mechanisms import MECHANISMS
 
-    from .io.limits import estimate_cost
-    from .io.scenario import build
+    from .language.limits import estimate_cost
+    from .language.scenario import build
 
     cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
     if cost["seconds"] > ANNOUNCE_SECONDS:
@@ -242,9 +242,9 @@ def _duration(seconds: float) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from recaudit.simulator.neighbours import PairError
+    from recaudit.audits.designs.pairs import PairError
 
-    from .io.report import write_reports
+    from .reports.report import write_reports
     from .runner import run_scenario
 
     scenario = _load(args)
@@ -280,7 +280,7 @@ def _run_study(args: argparse.Namespace, scenario: StudyScenario) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .io.sweep_report import write_sweep_reports
+    from .reports.sweep_report import write_sweep_reports
     from .sweep import run_sweep
 
     scenario = _load(args)
@@ -300,7 +300,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    from recaudit.simulator.neighbours import PairError
+    from recaudit.audits.designs.pairs import PairError
 
     from .grid import run_grid
 
@@ -326,8 +326,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from .io.report import write_reports
-    from .io.sweep_report import write_sweep_files
+    from .reports.report import write_reports
+    from .reports.sweep_report import write_sweep_files
     from .runner import RunFolderError, result_from_run_dir
 
     failed = False
@@ -354,7 +354,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .io.report import write_trials_csv
+    from .reports.report import write_trials_csv
     from .runner import RunFolderError, result_from_run_dir
 
     failed = False
@@ -370,7 +370,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .io.compare import CompareError, write_comparison
+    from .reports.compare import CompareError, write_comparison
 
     try:
         rows = write_comparison(args.run_dirs, args.out)

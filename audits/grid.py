@@ -4,7 +4,7 @@ Every point (the scenario's mechanism and each ``grid.compare`` mechanism at
 every ε of ``grid.epsilons``, then each ``grid.reference`` mechanism once) is an
 ordinary run of the same world and seed into ``DIR/<kind>-eps<ε>/`` (or
 ``DIR/<kind>/``) with its usual reports; ``DIR`` then gets the comparison of
-them all (``io.compare``: compare.json/.md/.html, held-out RMSE and ε_LB
+them all (``reports.compare``: compare.json/.md/.html, held-out RMSE and ε_LB
 against ε). With ``resume`` a point whose folder holds the report of the very
 same scenario (fingerprint) is not rerun, and an unfinished one resumes from
 its saved trial blocks.
@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from .io.compare import write_comparison
-from .io.scenario import Scenario, grid_points
-from .io.store import ProgressMismatch, hold_folder
+from .reports.compare import write_comparison
+from .language.scenario import Scenario, grid_points
+from .store import ProgressMismatch, hold_folder
 
 
 def point_scenarios(scenario: Scenario) -> list[tuple[str, Scenario]]:
@@ -56,7 +56,7 @@ def _check_stamp(run_dir: Path, scenario: Scenario) -> None:
 def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_kind: str | None = None,
              workers: int | None = None, report: Callable[[str], None] = lambda _: None) -> list[dict]:
     """Run every point of ``scenario.grid`` into ``out_dir`` and write the comparison there; returns its rows."""
-    from .io.report import write_reports
+    from .reports.report import write_reports
     from .runner import run_scenario
 
     points = point_scenarios(scenario)

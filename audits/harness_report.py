@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from .harness import AuditRun, NeighbourSearch
-from .io.report import finite, md, render_html
-from .io.store import write_text
+from .reports.report import finite, md, render_html
+from .store import write_text
 
 #: libraries whose versions a library audit records when they are installed
 LIBRARIES = ("numpy", "diffprivlib", "opendp", "python-dp", "dp-accounting")

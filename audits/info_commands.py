@@ -8,8 +8,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from .io.shipped import resolve
-from .io.yamlio import ScenarioError
+from .language.shipped import resolve
+from .language.yamlio import ScenarioError
 
 #: 1 is only ever a verdict; a crash is 3, so it never reads as one
 EXIT_OK, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -28,7 +28,7 @@ def _cmd_list() -> int:
     from recaudit.simulator.populations import POPULATIONS
 
     from .designs import DESIGNS
-    from .io.schema import summary
+    from .language.schema import summary
     from .stats.estimators import ESTIMATORS
 
     registries = (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
@@ -45,7 +45,7 @@ def _cmd_list() -> int:
 
 
 def _cmd_scenarios() -> int:
-    from .io.shipped import description, shipped_scenarios
+    from .language.shipped import description, shipped_scenarios
 
     shipped = shipped_scenarios()
     width = max(map(len, shipped), default=0) + 2
@@ -55,9 +55,9 @@ def _cmd_scenarios() -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from .io.schema import schema_text
-    from .io.shipped import shipped_scenarios
-    from .io.store import write_text
+    from .language.schema import schema_text
+    from .language.shipped import shipped_scenarios
+    from .store import write_text
 
     source = shipped_scenarios().get(args.name.removesuffix(".yaml"))
     if source is None:
@@ -75,8 +75,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .io.schema import schema_text
-    from .io.store import write_text
+    from .language.schema import schema_text
+    from .store import write_text
 
     if args.out is None:
         sys.stdout.write(schema_text())
@@ -86,7 +86,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(paths: list[Path]) -> int:
-    from .io.scenario import load_scenario
+    from .language.scenario import load_scenario
 
     failed = False
     for path in paths:

@@ -1,11 +1,11 @@
 """Runs a scenario: the world, the audit design's scores, the estimators' bounds, the verdict.
 
-The data path: ``io.scenario`` builds the parts; ``recaudit.simulator.engine`` runs the
+The data path: ``language.scenario`` builds the parts; ``recaudit.simulator.engine`` runs the
 world (with the design's canaries in it, if any); the design
 (``recaudit.audits.designs``) produces attack scores, in blocks over an executor
-with progress saved by ``io.store``; the estimator (``recaudit.audits.stats.estimators``)
+with progress saved by ``store``; the estimator (``recaudit.audits.stats.estimators``)
 turns each test's scores into an :class:`Estimate`; Holm's correction gives
-the verdicts; ``io.report`` writes them.
+the verdicts; ``reports.report`` writes them.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from recaudit.attacks import ATTACKS
 from recaudit.mechanisms import MECHANISMS, PrivacyClaim
 from recaudit.core.errors import BadInput
 from recaudit.simulator.engine import run_protocol
-from recaudit.simulator.neighbours import TargetPair, policy_for
+from recaudit.simulator.targets import TargetPair
+from recaudit.audits.designs.pairs import policy_for
 from recaudit.simulator.populations import POPULATIONS
 from recaudit.simulator.ratings import ratings_limit
 from recaudit.simulator.seeds import child_seed, stream
@@ -31,9 +32,9 @@ from recaudit.simulator.transcript import Recorder
 from .designs import DESIGNS, AuditJob
 from .designs.base import saved_scores
 from .executors import open_executor
-from .io.limits import GIB
-from .io.scenario import Scenario, build, build_estimator, build_schedule
-from .io.store import Progress, hold_folder
+from .language.limits import GIB
+from .language.scenario import Scenario, build, build_estimator, build_schedule
+from .store import Progress, hold_folder
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
 from .stats.reach import pair_reach
@@ -272,8 +273,8 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     reports equal the originals (apart from ``timing``) exactly when the
     scores and the estimators are unchanged.
     """
-    from .io.report import SCHEMA_VERSION
-    from .io.scenario import AuditConfig
+    from .reports.report import SCHEMA_VERSION
+    from .language.scenario import AuditConfig
 
     run_dir = Path(run_dir)
     try:

@@ -31,8 +31,8 @@ from recaudit.simulator.populations import POPULATIONS
 from recaudit.simulator.seeds import child_seed, stream
 
 from .executors import as_finished, open_executor
-from .io.scenario import Scenario, build
-from .io.store import Progress, hold_folder
+from .language.scenario import Scenario, build
+from .store import Progress, hold_folder
 from .utility import clustering_accuracy
 
 

@@ -359,7 +359,7 @@ def main() -> None:
 
 def rmse_outputs(args) -> None:
     """The RMSE-vs-ε study: rows as they finish (rows.jsonl), then rmse.json, rmse.md and rmse.png in ``--out``."""
-    from recaudit.audits.io import plots
+    from recaudit.audits.reports import plots
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

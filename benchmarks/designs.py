@@ -30,7 +30,7 @@ from recaudit.attacks import LikelihoodRatioAttack  # noqa: E402
 from recaudit.mechanisms import MaxSense  # noqa: E402
 from recaudit.simulator.churn import Churn  # noqa: E402
 from recaudit.simulator.engine import run_protocol  # noqa: E402
-from recaudit.simulator.neighbours import UserReplace  # noqa: E402
+from recaudit.audits.designs.pairs import UserReplace  # noqa: E402
 from recaudit.simulator.population import SBMPopulation  # noqa: E402
 from recaudit.simulator.seeds import child_seed  # noqa: E402
 from recaudit.simulator.transcript import Recorder  # noqa: E402

@@ -8,7 +8,7 @@ peak memory (the largest resident set, interpreter included), with their ratios.
 each measurement in a JSON file and reuses it, so the estimate can be re-tabled without re-running
 (``--table``: table the file, run nothing); ``--cpu S`` skips a scenario needing over S CPU seconds
 (default 600). Scenarios run quickest estimate first. ``--fit`` then prices the time estimate's kinds of work
-(``recaudit.audits.io.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of estimated /
+(``recaudit.audits.language.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of estimated /
 measured with every estimate at least ``--margin`` (default 1.25) times its measurement.
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from recaudit.audits.io.limits import (SECONDS_PER, curve_work, estimate_cost, grid_cost, protocol_work,  # noqa: E402
+from recaudit.audits.language.limits import (SECONDS_PER, curve_work, estimate_cost, grid_cost, protocol_work,  # noqa: E402
                                sweep_cost, world_facts)
-from recaudit.audits.io.scenario import Scenario, build, grid_points, load_scenario  # noqa: E402
+from recaudit.audits.language.scenario import Scenario, build, grid_points, load_scenario  # noqa: E402
 from recaudit.mechanisms import MECHANISMS  # noqa: E402
 
 

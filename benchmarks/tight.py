@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recaudit.audits.designs.batched_runs import batch_block  # noqa: E402
-from recaudit.audits.io.scenario import load_scenario  # noqa: E402
+from recaudit.audits.language.scenario import load_scenario  # noqa: E402
 from recaudit.audits.runner import audit_job  # noqa: E402
 from recaudit.simulator.seeds import stream  # noqa: E402
 

@@ -1,7 +1,7 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): generated pages, and a nav that takes new pages by itself.
 
 - ``scenarios/reference.md`` and ``scenarios/scenario.schema.json`` are generated from the code at build
-  time (``recaudit.audits.io.schema``), so they cannot drift from it.
+  time (``recaudit.audits.language.schema``), so they cannot drift from it.
 - Every page under a folder listed in ``AUTO_SECTIONS`` (``findings/``, ``guide/``) appears in its nav
   section, after the pages named in mkdocs.yml, by file name — a new page needs no mkdocs.yml edit.
 """
@@ -34,7 +34,7 @@ def on_config(config):
 
 
 def on_files(files, config):
-    from recaudit.audits.io.schema import reference_markdown, schema_text
+    from recaudit.audits.language.schema import reference_markdown, schema_text
 
     for uri, content in (("scenarios/reference.md", reference_markdown()),
                          ("scenarios/scenario.schema.json", schema_text())):

@@ -58,7 +58,7 @@ class Mechanism(ABC):
     claim_unit: Unit = "user"
     claim_neighbouring: Neighbouring = "replace"
     claim_delta: float = 0.0
-    #: a policy of ``recaudit.simulator.neighbours.PAIR_POLICIES`` building this mechanism's worst audit pairs
+    #: a policy of ``recaudit.audits.designs.pairs.PAIR_POLICIES`` building this mechanism's worst audit pairs
     #: (None: the default policy of the claim's unit and neighbouring)
     audit_pair: str | None = None
     #: whether ``make_queries`` reads the users' private ``rated`` masks; the query then reveals the rated set,

@@ -246,7 +246,7 @@ class RankOneMatrix(_Panel, kind="rank_one_matrix"):
     user, ``test_fraction`` held out), drawn from the run's catalogue stream. For matrix completion.
 
     ``canary_items`` more items follow the ``n_items`` that no user rates: audit pairs that find them
-    (``recaudit.simulator.neighbours.reserved_items``) give each audited user items of its own (isolated canaries).
+    (``recaudit.audits.designs.pairs.reserved_items``) give each audited user items of its own (isolated canaries).
     """
 
     test_params: ClassVar[dict] = {"n_users": 30, "n_items": 20, "ratings_per_user": 5, "canary_items": 2}

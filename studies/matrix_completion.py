@@ -17,8 +17,8 @@ from recaudit.mechanisms import MECHANISMS
 from recaudit.simulator import datasets
 from recaudit.simulator.ratings import load_ratings
 
-from recaudit.audits.io.scenario import Scenario
-from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.language.scenario import Scenario
+from recaudit.audits.language.studies import DataTooSmall, Study
 from recaudit.audits.runner import measure_world
 
 

@@ -42,14 +42,14 @@ from scipy import sparse
 from recaudit.attacks.covariance_projection import CovarianceProjectionAttack
 from recaudit.mechanisms import McSherryMironov, McSherryMironovPerUserClaim, UserBatch
 from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, _weighted_gram, user_level_rating_epsilon
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.populations import RankOneMatrix
 from recaudit.simulator.schedules import Panel
 from recaudit.simulator.seeds import child_seed, stream
 
 from recaudit.audits.designs.base import AuditJob
 from recaudit.audits.designs.full_runs import runs_block
-from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.language.studies import DataTooSmall, Study
 from recaudit.audits.stats.estimators import ESTIMATORS
 
 COUNTS = (1, 2, 5, 10, 20, 50)

@@ -41,7 +41,7 @@ from recaudit.simulator.population import StarSBMPopulation
 from recaudit.simulator import datasets
 from recaudit.simulator.ratings import load_ratings, write_population_file
 
-from recaudit.audits.io.studies import DataTooSmall, Study
+from recaudit.audits.language.studies import DataTooSmall, Study
 
 BETAS = [(2.0, 2.0), (0.5, 0.5), (5.0, 1.0), (1.0, 5.0)]
 SCHEMES = ["H1", "H2"]
@@ -210,7 +210,7 @@ def ours_rmse(split: Split, config: StudyConfig, seed: int) -> float:
 
 def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
     """ε_LB of the server's view (scenarios/sp2*.yaml with this allocation): full download vs leaky client."""
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     here = Path(__file__).resolve().parent.parent / "scenarios"

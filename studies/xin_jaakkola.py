@@ -50,7 +50,7 @@ from recaudit.attacks.laplace_posterior import level_prior
 from recaudit.mechanisms import UserBatch, WorldInfo
 from recaudit.mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
 from recaudit.simulator.metrics import ndcg_at_k, rmse
-from recaudit.simulator.neighbours import PAIR_POLICIES
+from recaudit.audits.designs.pairs import PAIR_POLICIES
 from recaudit.simulator.engine import run_protocol
 from recaudit.simulator.population import StarSBMPopulation
 from recaudit.simulator.populations import MatrixPopulation
@@ -61,8 +61,8 @@ from recaudit.simulator.seeds import child_seed, stream
 from recaudit.simulator.transcript import MessagesView, Recorder
 
 from recaudit.audits import reconstruction
-from recaudit.audits.io.studies import DataTooSmall, Study
-from recaudit.audits.io.report import finite
+from recaudit.audits.language.studies import DataTooSmall, Study
+from recaudit.audits.reports.report import finite
 from recaudit.audits.stats.bounds import split_epsilon_bound
 
 PUBLIC, EVALUATION, HELD_OUT, BATCH = 100, 200, 10, 20

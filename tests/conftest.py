@@ -61,7 +61,7 @@ def written_reports(monkeypatch) -> list[Path]:
 
     import jsonschema
 
-    from recaudit.audits.io import report as report_module
+    from recaudit.audits.reports import report as report_module
 
     validator = jsonschema.Draft202012Validator(report_module.schema())
     original, seen = report_module.write_json, []

@@ -5,7 +5,7 @@ from recaudit.attacks.likelihood_ratio import LikelihoodRatioAttack
 from recaudit.audits.designs.local_replay import replay
 from recaudit.audits.stats.bounds import split_epsilon_bound
 from recaudit.simulator.learning import serve
-from recaudit.simulator.neighbours import policy_for
+from recaudit.audits.designs.pairs import policy_for
 from recaudit.simulator.population import SBMPopulation
 
 

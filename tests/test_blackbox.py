@@ -226,7 +226,7 @@ def test_learned_attack_coverage(name, make, trials):
 def test_learned_attacks_run_in_scenarios(write_scenario, quickstart_data, kind):
     # the quickstart (MaxSense, eps = 1) with a learned attack instead of the likelihood ratio: fitted on
     # the design's own training stream. Consistent with probability >= 1 - alpha (alpha = 1e-6).
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
     from tests.conftest import small_world
 

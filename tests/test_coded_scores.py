@@ -39,7 +39,7 @@ def test_every_pairs_estimator_judges_coded_scores_as_their_floats(kind):
 
 
 def test_coded_roc_curves_are_the_float_ones():
-    from recaudit.audits.io.plots import roc_curve
+    from recaudit.audits.reports.plots import roc_curve
 
     rng = np.random.default_rng(6)
     for values in tables(rng):
@@ -97,7 +97,7 @@ def test_blocks_join_coded_and_fall_back_to_floats():
 
 
 def test_the_store_keeps_coded_scores_coded_and_reads_blocks_it_coded_before(tmp_path):
-    from recaudit.audits.io.store import Progress
+    from recaudit.audits.store import Progress
 
     progress = Progress(tmp_path, {"scenario": 1}, resume=False)
     rng = np.random.default_rng(10)
@@ -124,7 +124,7 @@ def _block(job, pair, target, index, size):
 def test_blocks_saved_in_units_resume_and_rebuild_whatever_unit_size_saved_them(tmp_path):
     from recaudit.audits.designs.base import blocks_per_unit, run_blocks, saved_scores
     from recaudit.audits.executors import SerialExecutor
-    from recaudit.audits.io.store import Progress
+    from recaudit.audits.store import Progress
 
     trials, block_size, per_unit = 10_000, 100, blocks_per_unit(100)  # 100 blocks a target, 5 to a unit
     assert per_unit == 5
@@ -158,7 +158,7 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
     # before two-valued codes were packed as bits, a block held its codes as bytes ("scores") beside their table
     import json
 
-    from recaudit.audits.io.store import Progress, _digest_arrays
+    from recaudit.audits.store import Progress, _digest_arrays
 
     progress = Progress(tmp_path, {"scenario": 1}, resume=False)
     codes = (np.random.default_rng(12).random((1, 2, 4000)) < 0.4).astype(np.uint8)
@@ -176,7 +176,7 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
 def test_spans_of_blocks_give_the_blocks_scores_and_resume_only_the_missing_runs_of_blocks(tmp_path):
     from recaudit.audits.designs.base import run_blocks
     from recaudit.audits.executors import SerialExecutor
-    from recaudit.audits.io.store import Progress
+    from recaudit.audits.store import Progress
 
     trials, block_size, calls = 10_000, 100, []
 

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from recaudit.attacks import DifferencingAttack, NoiseAwareDifferencingAttack
-from recaudit.audits.io.scenario import Scenario, load_scenario
+from recaudit.audits.language.scenario import Scenario, load_scenario
 from recaudit.audits.runner import run_scenario
 from recaudit.mechanisms import NaiveContinualCovariance, TreeContinualCovariance, WorldInfo
 from recaudit.mechanisms.accounting import account
 from recaudit.mechanisms.continual_covariance import nodes_summed, nodes_touched, tree_levels
-from recaudit.simulator.neighbours import UserSupportReplace
+from recaudit.audits.designs.pairs import UserSupportReplace
 from recaudit.simulator.population import RankOnePopulation
 from recaudit.simulator.transcript import Release, ReleasesView
 from tests.conftest import SCENARIOS

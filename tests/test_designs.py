@@ -10,11 +10,11 @@ import pytest
 import recaudit.simulator.engine
 from recaudit.attacks.base import Attack
 from recaudit.audits.designs import DESIGNS, DesignError
-from recaudit.audits.io.scenario import load_scenario
-from recaudit.audits.io.yamlio import ScenarioError
+from recaudit.audits.language.scenario import load_scenario
+from recaudit.audits.language.yamlio import ScenarioError
 from recaudit.audits.runner import run_scenario
 from recaudit.mechanisms import MaxSense, PairwisePreference
-from recaudit.simulator.neighbours import PairError, UserReplace
+from recaudit.audits.designs.pairs import PairError, UserReplace
 from recaudit.simulator.population import SBMPopulation
 from tests.conftest import small_world
 
@@ -144,7 +144,7 @@ class FittedThreshold(Attack):
 def test_learning_attacks_fit_on_their_own_runs():
     from recaudit.audits.designs import AuditJob
     from recaudit.audits.executors import SerialExecutor
-    from recaudit.audits.io.store import Progress
+    from recaudit.audits.store import Progress
     from recaudit.audits.stats.bounds import split_epsilon_bound
 
     mechanism = MaxSense(epsilon=1.0)

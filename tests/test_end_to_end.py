@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from recaudit.audits.cli import main
-from recaudit.audits.io.report import write_reports
+from recaudit.audits.reports.report import write_reports
 from recaudit.audits.runner import run_scenario
-from recaudit.audits.io.scenario import load_scenario
+from recaudit.audits.language.scenario import load_scenario
 from tests.conftest import small_world
 
 
@@ -148,7 +148,7 @@ def test_p_value_and_bound_agree(write_scenario, quickstart_data):
 
 
 def test_gdp_needs_a_claim_with_delta(write_scenario, quickstart_data):
-    from recaudit.audits.io.yamlio import ScenarioError
+    from recaudit.audits.language.yamlio import ScenarioError
 
     quickstart_data["audit"]["method"] = "gdp"
     with pytest.raises(ScenarioError, match="audit: method: gdp .* claims pure epsilon-DP"):

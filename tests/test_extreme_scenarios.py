@@ -63,8 +63,8 @@ def extreme_scenarios(draw, hours: float, scales: list[float]) -> dict:
 
 def refused_or_within_three_estimates(data: dict, tmp_path, capsys) -> bool:
     """Whether ``data`` ran (else it was refused); fails if it was refused slowly or ran over 3x its estimate."""
-    from recaudit.audits.io.limits import estimate_cost
-    from recaudit.audits.io.scenario import build, load_scenario
+    from recaudit.audits.language.limits import estimate_cost
+    from recaudit.audits.language.scenario import build, load_scenario
     from recaudit.mechanisms import MECHANISMS
 
     folder = tmp_path / f"x{time.monotonic_ns()}"  # hypothesis reuses tmp_path between examples

@@ -93,8 +93,8 @@ def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
     code, line = one_error(capsys, ["validate", str(path)])
     assert code == 2 and "churn.horizon: the run would take about" in line and "world" in line, line
     # full_runs re-runs the world per trial: the audit dominates, so the trials are what to lower
-    from recaudit.audits.io.limits import estimate_cost
-    from recaudit.audits.io.scenario import Scenario, build
+    from recaudit.audits.language.limits import estimate_cost
+    from recaudit.audits.language.scenario import Scenario, build
     from recaudit.mechanisms import MECHANISMS
     data = {**quickstart_data, "limits": {}, "churn": {"arrival_rate": 50, "horizon": 10}}
     data["audit"] = {**data["audit"], "design": "full_runs", "trials": 1000}
@@ -104,8 +104,8 @@ def test_time_estimate_names_what_to_lower(tmp_path, capsys, quickstart_data):
 
 def test_memory_estimate_follows_the_pairwise_table(quickstart_data):
     # pairwise keeps two N x N tables of 8 bytes: the extrapolation from small N must find 16 N^2 bytes
-    from recaudit.audits.io.limits import estimate_cost
-    from recaudit.audits.io.scenario import Scenario, build
+    from recaudit.audits.language.limits import estimate_cost
+    from recaudit.audits.language.scenario import Scenario, build
     from recaudit.mechanisms import MECHANISMS
 
     quickstart_data["mechanism"] = {"kind": "pairwise_preference", "epsilon": 1.0}

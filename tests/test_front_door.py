@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from recaudit.audits.cli import PROGRESS_EVERY, ConsoleReporter, main
-from recaudit.audits.io.report import confidence_text, summary_line
-from recaudit.audits.io.schema import scenario_schema
-from recaudit.audits.io.shipped import resolve, shipped_scenarios
-from recaudit.audits.io.yamlio import ScenarioError
+from recaudit.audits.reports.report import confidence_text, summary_line
+from recaudit.audits.language.schema import scenario_schema
+from recaudit.audits.language.shipped import resolve, shipped_scenarios
+from recaudit.audits.language.yamlio import ScenarioError
 from tests.conftest import SCENARIOS
 
 

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recaudit.audits.io.scenario  # noqa: F401  (imported here, so the first document's time is not the imports')
+import recaudit.audits.language.scenario  # noqa: F401  (imported here, so the first document's time is not the imports')
 from recaudit.audits.cli import main
 from tests.conftest import SCENARIOS
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from recaudit.audits.cli import main
-from recaudit.audits.io.scenario import grid_points, load_scenario
+from recaudit.audits.language.scenario import grid_points, load_scenario
 from tests.conftest import SCENARIOS
 
 SHIPPED = SCENARIOS / "matrix-completion-rmse-vs-epsilon.yaml"

@@ -137,7 +137,7 @@ def test_the_full_grid_of_a_sweep_is_costed_when_asked_for(tmp_path, capsys):
 def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
     # run_sweep hands the executor a generator: a 2e9-curve sweep would never be listed (limits aside)
     import recaudit.audits.sweep as sweep_module
-    from recaudit.audits.io.scenario import Scenario
+    from recaudit.audits.language.scenario import Scenario
 
     data = shipped("scaling-maxsense")
     data["sweep"]["replicates"], data["sweep"]["max_users"] = 10 ** 9, 1000
@@ -158,7 +158,7 @@ def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
 
 
 def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, monkeypatch):
-    monkeypatch.setattr("recaudit.audits.io.limits.cores", lambda: 2)
+    monkeypatch.setattr("recaudit.audits.language.limits.cores", lambda: 2)
     quickstart_data["executor"] = {"kind": "processes", "workers": 256}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers", "run")
     assert "256 worker processes, over the machine's 2 cores" in line and "limits.processes" in line
@@ -168,7 +168,7 @@ def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, 
 
 
 def test_the_workers_flag_is_held_to_the_cores_too(tmp_path, capsys, quickstart_data, monkeypatch):
-    monkeypatch.setattr("recaudit.audits.io.limits.cores", lambda: 2)
+    monkeypatch.setattr("recaudit.audits.language.limits.cores", lambda: 2)
     path = write_text(tmp_path, scenario_text(quickstart_data))
     code, line = one_error(capsys, ["run", str(path), "--executor", "processes", "--workers", "8", "--out",
                                     str(tmp_path / "out")])
@@ -180,7 +180,7 @@ def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data)
     quickstart_data["executor"] = {"kind": "processes", "workers": 100}
     quickstart_data["limits"] = {"processes": 100, "memory_gb": 4}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers")
-    from recaudit.audits.io.limits import GIB, PROCESS_BYTES
+    from recaudit.audits.language.limits import GIB, PROCESS_BYTES
 
     batch = 4096 * 100 * 8  # each process's batch of users' rows over the 100 items
     assert f"workers {100 * (PROCESS_BYTES + batch) / GIB:.3g} GiB" in line, line
@@ -191,7 +191,7 @@ def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data)
     (10 ** 7, {"files": 1e8, "hours": 1}, "of which {hours:.3g} hours for 1e+07 blocks"),
 ])
 def test_per_block_overhead_is_costed(tmp_path, capsys, quickstart_data, trials, limits, needle):
-    from recaudit.audits.io.limits import SECONDS_PER
+    from recaudit.audits.language.limits import SECONDS_PER
 
     quickstart_data["audit"].update(trials=trials, block_size=1)
     quickstart_data["limits"] = limits
@@ -251,8 +251,8 @@ def test_a_block_of_batched_runs_is_blamed_on_its_size(tmp_path, capsys):
 
 def test_a_ratings_file_is_costed_at_its_own_size(tmp_path):
     # a file population states no n_items: the estimate reads the file's (cached) counts
-    from recaudit.audits.io.limits import estimate_cost, world_facts
-    from recaudit.audits.io.scenario import build, load_scenario
+    from recaudit.audits.language.limits import estimate_cost, world_facts
+    from recaudit.audits.language.scenario import build, load_scenario
     from recaudit.mechanisms import MECHANISMS
 
     rows = [f"{u},{i},{1 + (u + i) % 5}" for u in range(40) for i in range(0, 300, 3)]

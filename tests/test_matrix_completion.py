@@ -16,7 +16,7 @@ from scipy import sparse
 from recaudit.attacks import SubspaceAlignmentAttack, UnpublishedDirectionAttack
 from recaudit.audits.designs.base import AuditJob
 from recaudit.audits.designs.full_runs import FullRuns
-from recaudit.audits.io.store import Progress
+from recaudit.audits.store import Progress
 from recaudit.audits.stats.estimators import ESTIMATORS
 from recaudit.audits.stats.pvalues import holm_adjust
 from recaudit.mechanisms import UserBatch
@@ -28,7 +28,7 @@ from recaudit.mechanisms.matrix_completion import (LowRankRows, clip_rows, gram,
                                           upper_outer)
 from recaudit.mechanisms.projected_gradient import PrivateProjectedGradient
 from recaudit.simulator.engine import run_protocol
-from recaudit.simulator.neighbours import policy_for
+from recaudit.audits.designs.pairs import policy_for
 from recaudit.simulator.populations import MatrixPopulation
 from recaudit.simulator.schedules import Panel
 from recaudit.simulator.transcript import Recorder
@@ -249,8 +249,8 @@ def test_one_run_canaries_beside_held_out_rmse_end_to_end(tmp_path, capsys):
 
 
 def test_a_panel_must_match_the_mechanisms_iterations(tmp_path):
-    from recaudit.audits.io.scenario import load_scenario
-    from recaudit.audits.io.yamlio import ScenarioError
+    from recaudit.audits.language.scenario import load_scenario
+    from recaudit.audits.language.yamlio import ScenarioError
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "scenarios" / "private-frank-wolfe.yaml").read_text()

@@ -15,7 +15,7 @@ import yaml
 from scipy import sparse
 
 from recaudit.attacks.covariance_projection import contribution_scores
-from recaudit.audits.io.scenario import load_scenario
+from recaudit.audits.language.scenario import load_scenario
 from recaudit.audits.runner import run_scenario
 from recaudit.mechanisms import McSherryMironov, McSherryMironovPerUserClaim
 from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, _symmetric, _weighted_gram, predict
@@ -136,7 +136,7 @@ def test_canaries_in_one_run(tmp_path, view, verdict):
 
 
 def test_the_rmse_figure_is_a_png():
-    from recaudit.audits.io import plots
+    from recaudit.audits.reports import plots
 
     rows = [{"mechanism": "frank_wolfe", "epsilon": None, "rmse": 0.01, "zero_rmse": 0.3},
             *({"mechanism": m, "epsilon": e, "rmse": r} for m, e, r in

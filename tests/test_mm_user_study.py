@@ -8,7 +8,7 @@ import pytest
 
 from recaudit.studies.mcsherry_mironov_per_user import StudyWorld, markdown, pair_loss, study, target_pair
 from recaudit.mechanisms import McSherryMironov, UserBatch
-from recaudit.simulator.neighbours import TargetPair
+from recaudit.simulator.targets import TargetPair
 
 
 def test_the_pair_replaces_c_ratings_on_disjoint_items():

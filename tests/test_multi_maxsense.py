@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from recaudit.audits.io.scenario import Scenario
+from recaudit.audits.language.scenario import Scenario
 from recaudit.audits.utility import clustering_accuracy
 from recaudit.mechanisms import ParameterError, UserBatch, WorldInfo, bit_release
 from recaudit.mechanisms.multi_maxsense import MultiMaxSense, MultiMaxSenseBroken, block_size

@@ -141,7 +141,7 @@ def test_gauss_fit_test_in_a_report_validates_against_the_schema():
     """A gauss-fit test as report.json writes it: its counts, μ figures, power and flag fit the published schema."""
     import jsonschema
 
-    from recaudit.audits.io.report import _test_dict, counts_text, finite, schema
+    from recaudit.audits.reports.report import _test_dict, counts_text, finite, schema
     from recaudit.audits.runner import TestOutcome
 
     mech = GaussianCount.from_epsilon(1.0)

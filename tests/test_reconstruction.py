@@ -11,7 +11,7 @@ from recaudit.attacks.laplace_posterior import level_prior
 from recaudit.audits import reconstruction
 from recaudit.mechanisms import UserBatch, WorldInfo
 from recaudit.mechanisms.xin_jaakkola import XinJaakkola, XinJaakkolaLaplace
-from recaudit.simulator.neighbours import PAIR_POLICIES
+from recaudit.audits.designs.pairs import PAIR_POLICIES
 from recaudit.simulator.transcript import MessagesView, ReleasesView
 
 from tests.test_xin_jaakkola import star_population
@@ -112,7 +112,7 @@ def test_distinguishing_scores_on_the_star_pattern_pair(world):
 
 
 def test_dinur_nissim_attack_scores_a_subset_sum_view():
-    from recaudit.simulator.neighbours import TargetPair
+    from recaudit.simulator.targets import TargetPair
 
     rng = np.random.default_rng(29)
     n_items, q = 40, 160
@@ -130,7 +130,7 @@ def test_dinur_nissim_attack_scores_a_subset_sum_view():
 def test_sigma_tilt_sees_an_answer_in_a_small_server(world):
     """One exact 2nd-order answer among ten moves Σ toward its row: the tilt favours the true world."""
     from recaudit.mechanisms.xin_jaakkola import XinJaakkola as XJ
-    from recaudit.simulator.neighbours import TargetPair
+    from recaudit.simulator.targets import TargetPair
     from recaudit.simulator.transcript import Release
 
     pop, catalogue, public, private, model = world

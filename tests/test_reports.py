@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from recaudit.audits.cli import ConsoleReporter, _parser, main
-from recaudit.audits.io import plots
-from recaudit.audits.io.report import finite, md, schema
+from recaudit.audits.reports import plots
+from recaudit.audits.reports.report import finite, md, schema
 from tests.conftest import small_world
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -124,7 +124,7 @@ def test_report_rebuilds_identically_from_the_run_folder(tmp_path, quickstart_da
 
 def _tamper(out: Path, name: str, change) -> None:
     """Rewrite one saved unit of ``out``'s score store with ``change`` applied to its scores (a valid checksum)."""
-    from recaudit.audits.io.store import Progress
+    from recaudit.audits.store import Progress
 
     store = Progress.saved(out / "progress")
     unit = store.load_arrays(name)
@@ -326,8 +326,8 @@ def test_the_schema_file_ships_with_the_package():
 
     root = Path(__file__).resolve().parents[1]
     package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "io/*.json" in package_data["recaudit.audits"] and "io/templates/*.html" in package_data["recaudit.audits"]
-    assert (resources.files("recaudit.audits.io") / "report.schema.json").is_file()
+    assert "reports/*.json" in package_data["recaudit.audits"] and "reports/templates/*.html" in package_data["recaudit.audits"]
+    assert (resources.files("recaudit.audits.reports") / "report.schema.json").is_file()
 
 
 def test_ratings_file_runs_report_agreement_with_the_non_private_clustering(tmp_path, quickstart_data, capsys):
@@ -374,7 +374,7 @@ def test_progress_bars_only_on_a_terminal_and_never_when_quiet():
 
 
 def test_trial_blocks_report_progress_one_by_one(write_scenario, quickstart_data):
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     class Ticks(list):

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import yaml
 
-import recaudit.audits.io.report  # noqa: F401  (imported before forking: children start at once)
+import recaudit.audits.reports.report  # noqa: F401  (imported before forking: children start at once)
 from recaudit.audits.cli import main
-from recaudit.audits.io.store import Progress
+from recaudit.audits.store import Progress
 from tests.conftest import SCENARIOS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs fork and process groups")
@@ -146,7 +146,7 @@ def test_two_runs_into_one_folder(tmp_path, capsys):
     assert main(["run", str(second), "--out", str(out), "--resume", "--quiet"]) == 2
     assert "saved progress belongs to another scenario or seed" in capsys.readouterr().err
     # ... and a folder whose stamp was overwritten still never lends the first run's blocks to the second
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
 
     (out / "progress" / "fingerprint.json").write_text(json.dumps({"fingerprint": load_scenario(second).fingerprint()}))
     assert main(["run", str(second), "--out", str(out), "--resume"]) == 0

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from recaudit.audits.io.scenario import load_scenario
-from recaudit.audits.io.report import write_reports
+from recaudit.audits.language.scenario import load_scenario
+from recaudit.audits.reports.report import write_reports
 from recaudit.audits.runner import run_scenario
 from recaudit.audits.utility import measure_utility, recording_needs, utility_summary
 from recaudit.mechanisms import ParameterError

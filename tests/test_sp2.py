@@ -11,7 +11,7 @@ from recaudit.mechanisms.sp2 import (SP2, AuxData, SP2LeakyDownload, allocate_pr
                             split_public_private, truncate_weights)
 from recaudit.simulator.engine import Inserted, run_protocol
 from recaudit.simulator.churn import Churn
-from recaudit.simulator.neighbours import PAIR_POLICIES, PairError, policy_for
+from recaudit.audits.designs.pairs import PAIR_POLICIES, PairError, policy_for
 from recaudit.simulator.population import StarSBMPopulation
 from recaudit.simulator.populations import SelectiveStarSBMPopulation
 
@@ -243,7 +243,7 @@ def test_protocol_runs_and_devices_output_their_model(method):
 
 
 def small_audit(path, trials):
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     scenario = load_scenario(path)
@@ -320,7 +320,7 @@ def test_base_mf_matches_surprise_on_a_movielens_sized_file(tmp_path):
 def test_one_run_audit_of_canaries_agrees(name, verdict):
     """The same claims audited by 200 canaries inside one run (Steinke et al.): the leaky fetch log ranks every
     canary right (ε_LB at the ceiling); the full download ties every score, so no guess beats chance."""
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
     from tests.conftest import SCENARIOS
 

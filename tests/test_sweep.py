@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from recaudit.audits.cli import main
-from recaudit.audits.io.scenario import with_parameter
+from recaudit.audits.language.scenario import with_parameter
 from recaudit.audits.sweep import fit_slope
 from recaudit.simulator.learning import checkpoints
 
@@ -88,7 +88,7 @@ def test_sweep_needs_a_sweep_block(tmp_path, quickstart_data, capsys):
 
 
 def test_linked_parameters_follow_the_axis():
-    from recaudit.audits.io.scenario import SweepAxis
+    from recaudit.audits.language.scenario import SweepAxis
 
     axis = SweepAxis(parameter="population.n_items", values=[40, 80], linked={"population.ratings_per_user": 0.5})
     data = {"population": {"n_items": 10, "ratings_per_user": 5}}

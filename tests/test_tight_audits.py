@@ -15,7 +15,7 @@ from recaudit.mechanisms.continual_covariance import TreeContinualCovariance, no
 from recaudit.mechanisms.frank_wolfe import PrivateFrankWolfe
 from recaudit.mechanisms.matrix_completion import upper
 from recaudit.simulator.engine import Inserted, run_protocol
-from recaudit.simulator.neighbours import SingleItemReplace
+from recaudit.audits.designs.pairs import SingleItemReplace
 from recaudit.simulator.populations import RankOneMatrix
 from recaudit.simulator.schedules import Panel
 from recaudit.simulator.seeds import stream
@@ -180,7 +180,7 @@ def test_tree_means_follow_the_nodes_the_target_enters():
 
 def mm_world():
     from recaudit.mechanisms.mcsherry_mironov import McSherryMironov
-    from recaudit.simulator.neighbours import SingleFlip
+    from recaudit.audits.designs.pairs import SingleFlip
 
     population = RankOneMatrix(n_users=10, n_items=6, ratings_per_user=4, test_fraction=0.0, canary_items=2)
     catalogue = population.catalogue(np.random.default_rng(1))
@@ -222,7 +222,7 @@ def scenario_data(name, **audit):
 
 def test_the_no_noise_twin_is_violated_on_the_white_box(write_scenario):
     """The broken twin that adds no noise: the known-noise test separates the worlds perfectly (small run)."""
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     data = scenario_data("tight-private-frank-wolfe", trials=1000, block_size=1000)
@@ -238,8 +238,8 @@ def test_reports_carry_the_pair_reach(write_scenario, tmp_path):
 
     import jsonschema
 
-    from recaudit.audits.io.report import schema, write_reports
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.reports.report import schema, write_reports
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(write_scenario(scenario_data("tight-private-frank-wolfe", trials=200,
@@ -276,7 +276,7 @@ def test_shipped_tight_scenarios_reach_their_share_of_the_tight_epsilon(name, ra
     below 1 % for the tree (mean 0.82, sd 0.06 at 5,000 runs, none of 200 below 0.65). McSherry–Mironov
     (Laplace) was measured on its shipped seed only: 0.82.
     """
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(f"scenarios/{name}.yaml"))
@@ -305,7 +305,7 @@ def test_pgd_and_oja_white_boxes_show_a_positive_bound_on_the_correct_mechanism(
     would be wrong): PGD's expected μ_LB sits 3 sd below its μ_pair (a false failure ≈ 0.1 %), Oja's 9 sd.
     Measured through the CLI at the shipped seeds: 0.173 and 0.0616.
     """
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     result = run_scenario(load_scenario(f"scenarios/{name}.yaml"))
@@ -319,7 +319,7 @@ def test_pgd_and_oja_white_boxes_show_a_positive_bound_on_the_correct_mechanism(
 def test_the_naive_counter_is_violated_on_the_white_box(write_scenario):
     """The broken continual server (noise for one release, claimed for the stream): its noisy releases are
     the white-box statistics, and the known-noise test shows the violation."""
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
 
     data = scenario_data("tight-continual-tree", trials=1000, block_size=500)

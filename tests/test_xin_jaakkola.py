@@ -224,8 +224,8 @@ def test_shipped_scenario_audits_pmd_end_to_end_with_a_no_claim_verdict(tmp_path
     """
     import yaml
 
-    from recaudit.audits.io.report import write_reports
-    from recaudit.audits.io.scenario import load_scenario
+    from recaudit.audits.reports.report import write_reports
+    from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
     from tests.conftest import SCENARIOS
 

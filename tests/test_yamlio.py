@@ -1,4 +1,4 @@
-"""Tests for recaudit.audits.io.yamlio: safe YAML loading with line-accurate errors."""
+"""Tests for recaudit.audits.language.yamlio: safe YAML loading with line-accurate errors."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pydantic import (
     model_validator,
 )
 
-from recaudit.audits.io.validation_errors import format_validation_error, line_for, load_and_validate
-from recaudit.audits.io.yamlio import ScenarioError, load_yaml
-from recaudit.audits.io.yamllimits import MAX_FLOW_DEPTH
+from recaudit.audits.language.validation_errors import format_validation_error, line_for, load_and_validate
+from recaudit.audits.language.yamlio import ScenarioError, load_yaml
+from recaudit.audits.language.yamllimits import MAX_FLOW_DEPTH
 
 
 # --------------------------------------------------------------------------
@@ -584,7 +584,7 @@ def test_libyaml_reads_every_shipped_scenario_as_the_pure_python_reader_does():
     """load_yaml reads through libyaml when it can; the data and every line must be the pure-Python reader's."""
     from pathlib import Path
 
-    from recaudit.audits.io import yamlio
+    from recaudit.audits.language import yamlio
 
     files = sorted((Path(__file__).resolve().parents[1] / "scenarios").rglob("*.yaml"))
     assert len(files) > 30

@@ -20,7 +20,8 @@ from recaudit.mechanisms import PrivacyClaim, Mechanism
 from recaudit.core.registry import Registry
 from recaudit.core.errors import BadInput
 from recaudit.simulator.engine import Inserted
-from recaudit.simulator.neighbours import NeighbourPolicy, TargetPair
+from recaudit.simulator.targets import TargetPair
+from recaudit.audits.designs.pairs import NeighbourPolicy
 from recaudit.simulator.seeds import child_seed
 from recaudit.simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view, target_view,
                                   watched_messages)

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from recaudit.mechanisms import UserBatch
-from recaudit.simulator.neighbours import is_local, sketches_under
+from recaudit.simulator.targets import is_local, sketches_under
 from recaudit.simulator.seeds import child_seed, stream
 from recaudit.simulator.transcript import MessagesView, View
 

@@ -168,7 +168,7 @@ AuditConfig = create_model(
         None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
                           "target for a joint claim, is a negative control that should be violated; statistics "
                           "is the white box of a central or joint proof, valid against its claim)")),
-    pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.simulator.neighbours.PAIR_POLICIES, "
+    pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
 )
 

@@ -1,7 +1,7 @@
 """Scenario files: the whole scenario model, its cross-section checks, and loading.
 
 The sections (mechanism, population, attack, audit, ...) are generated from the
-registries in ``recaudit.audits.io.sections``; this module checks what needs several of
+registries in ``recaudit.audits.language.sections``; this module checks what needs several of
 them at once (the mechanism against the world, the estimator and design
 against the claim, every sweep and grid point) and loads files.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from recaudit.mechanisms import MECHANISMS, ParameterError, WorldInfo
-from recaudit.simulator.neighbours import policy_for
+from recaudit.audits.designs.pairs import policy_for
 from recaudit.simulator.populations import POPULATIONS
 from recaudit.simulator.ratings import ratings_limit
 from recaudit.simulator.schedules import Panel

@@ -9,8 +9,8 @@ Public API
 ----------
 ``ScenarioError``            exception carrying ``messages: list[str]``
 ``load_yaml(path)``          -> ``(data, line_map)``
-Size and nesting limits live in :mod:`recaudit.audits.io.yamllimits`.
-Validation errors become lines in :mod:`recaudit.audits.io.validation_errors`.
+Size and nesting limits live in :mod:`recaudit.audits.language.yamllimits`.
+Validation errors become lines in :mod:`recaudit.audits.language.validation_errors`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import plots
 from .report import PACKAGES, SCHEMA_VERSION, _version, figure, finite, md, render_html
-from .store import write_bytes, write_json, write_text
+from ..store import write_bytes, write_json, write_text
 
 
 def write_sweep_reports(result, out_dir: Path) -> dict:

@@ -4,7 +4,7 @@
 ``load_and_validate(path, model_cls)`` -> validated model instance (raises
 ``ScenarioError`` listing every problem, one line each); ``line_for(line_map, loc)``
 -> the line of the longest known prefix of ``loc``. The line map comes from
-:func:`recaudit.audits.io.yamlio.load_yaml`.
+:func:`recaudit.audits.language.yamlio.load_yaml`.
 """
 from __future__ import annotations
 

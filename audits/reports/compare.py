@@ -9,7 +9,7 @@ from recaudit.core.errors import BadInput
 
 from . import plots, run_figures
 from .report import SCHEMA_VERSION, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
-from .store import write_json, write_text
+from ..store import write_json, write_text
 
 
 class CompareError(BadInput, ValueError):

@@ -23,7 +23,7 @@ from .report_text import (CEILING_NOTE, _fmt, _strongest, accounting_note, claim
                           confidence_text, counts_text, epsilon_cell, md, population_text, reach_sentence,
                           report_markdown, schedule_text, summary_line, utility_curve, utility_measured,
                           verdict_sentence)
-from .store import write_bytes, write_json, write_text
+from ..store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
 SCHEMA_FILE = "report.schema.json"

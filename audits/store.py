@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from recaudit.core.errors import BadInput
 
-from ..stats.coded import CodedScores, is_code_table
+from .stats.coded import CodedScores, is_code_table
 
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)
