@@ -31,6 +31,12 @@ from . import bounds, gauss_fit, gdp, one_run, one_run_lp, power, rates
 from .pvalues import p_value_from_bound
 
 
+#: ``Estimator.valid_for`` of a bound that holds for any mechanism, whatever its scores' distributions
+ANY_MECHANISM = "any mechanism"
+#: ``Estimator.valid_for`` of a bound on μ that is a bound on ε only under the Gaussian-DP model
+GAUSSIAN_DP = "a Gaussian-DP mechanism"
+
+
 class EstimatorError(ParameterError):
     """An estimator's settings are wrong, or it cannot judge this claim (``field`` names the setting at fault)."""
 
@@ -95,6 +101,10 @@ class Estimator(ABC):
     method: ClassVar[str] = "clopper-pearson"
     threshold: ClassVar[str | None] = None
     input: ClassVar[Literal["pairs", "canaries"]] = "pairs"
+    #: what the bound assumes: exactly ``ANY_MECHANISM`` when it holds whatever the score distributions,
+    #: else words naming the assumption (a figure resting on one is an estimate unless the mechanism
+    #: guarantees it)
+    valid_for: ClassVar[str] = ANY_MECHANISM
     #: settings of the conformance suite's instance (``recaudit.audits.checks``)
     test_params: ClassVar[dict[str, Any]] = {}
 
@@ -215,6 +225,7 @@ class GaussianDP(Estimator, kind="gdp"):
     """
 
     method: ClassVar[str] = "gdp"
+    valid_for: ClassVar[str] = GAUSSIAN_DP
     threshold: ClassVar[str] = "split"
     selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
@@ -245,6 +256,7 @@ class GaussianDPExplicit(Estimator, kind="gdp-explicit"):
     """
 
     method: ClassVar[str] = "gdp"
+    valid_for: ClassVar[str] = GAUSSIAN_DP
     threshold: ClassVar[str] = "explicit"
     test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
     threshold_value: THRESHOLD_VALUE = None
@@ -348,6 +360,7 @@ class GaussFit(Estimator, kind="gauss-fit"):
     """
 
     method: ClassVar[str] = "gauss-fit"
+    valid_for: ClassVar[str] = "Gaussian scores"
     input: ClassVar[str] = "canaries"
     check_alpha: Annotated[float, Ge(0), Lt(1),
                            Field(description="gauss-fit: level of the Gaussian model checks (0: none)")] = 0.01
