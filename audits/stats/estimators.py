@@ -323,6 +323,7 @@ class FDPOneRun(_Guesses, kind="fdp-one-run"):
     """
 
     method: ClassVar[str] = "fdp-one-run"
+    valid_for: ClassVar[str] = GAUSSIAN_DP
     guess_fraction: Annotated[Annotated[float, Gt(0), Le(0.5)] | None, GUESS_FRACTION] = None
     analysis: Annotated[Literal["programme", "recursion"], Field(
         description="fdp-one-run: programme (every test the guarantee allows, a linear programme) or recursion "
