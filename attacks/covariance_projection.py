@@ -81,12 +81,12 @@ class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
         if view.kind not in ("releases", "others"):
             raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
         if view.audited is not None:  # canaries: every one against the run's single release
-            release = view.releases[0][-1].item_labels
+            release = view.releases[0][-1].published
             return (contribution_scores(mechanism, release, rows1)
                     - contribution_scores(mechanism, release, rows0))
         out = np.empty(len(view.releases))
         for i, releases in enumerate(view.releases):
-            release, j = releases[-1].item_labels, i % len(pair)
+            release, j = releases[-1].published, i % len(pair)
             out[i] = (contribution_scores(mechanism, release, rows1[[j]])[0]
                       - contribution_scores(mechanism, release, rows0[[j]])[0])
         return out

@@ -44,8 +44,8 @@ from .subspace_alignment import _directions
 def _covariances(releases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Release times, ticks and published matrices (releases x items x items) of one run."""
     try:
-        matrices = np.stack([np.asarray(r.item_labels["covariance"]) for r in releases])
-        ticks = np.array([int(r.item_labels["tick"]) for r in releases])
+        matrices = np.stack([np.asarray(r.published["covariance"]) for r in releases])
+        ticks = np.array([int(r.published["tick"]) for r in releases])
     except (TypeError, KeyError, IndexError):
         raise ValueError("attack differencing reads releases that publish a 'covariance' matrix "
                          "(mechanisms continual_covariance_*)") from None

@@ -36,11 +36,11 @@ class SigmaTiltAttack(Attack, kind="sigma_tilt"):
         if view.kind != "releases":
             raise ValueError(f"attack {self.kind} reads the releases view, got {view.kind!r}")
         if view.audited is not None:  # canaries: one run, one model for all
-            return self._tilt(view.releases[0][-1].item_labels, pair.rows0, pair.rows1)
+            return self._tilt(view.releases[0][-1].published, pair.rows0, pair.rows1)
         out = []
         for i, releases in enumerate(view.releases):
             run = np.array([i % len(pair)])
-            out.append(self._tilt(releases[-1].item_labels, pair.rows0.take(run), pair.rows1.take(run))[0])
+            out.append(self._tilt(releases[-1].published, pair.rows0.take(run), pair.rows1.take(run))[0])
         return np.array(out)
 
     @staticmethod

@@ -37,7 +37,7 @@ def _directions(pair: TargetPair) -> tuple[np.ndarray, np.ndarray]:
 
 def _published_basis(release) -> np.ndarray:
     """Every item vector of a run's last release (``{"basis": rows}``)."""
-    return np.asarray(release[-1].item_labels["basis"])
+    return np.asarray(release[-1].published["basis"])
 
 
 @dataclass

@@ -289,10 +289,10 @@ def null_scores(cls: type[Estimator], rng: np.random.Generator | None, n: int = 
 
 
 def check_estimator_registered(cls: type[Estimator]) -> None:
-    """Registered once; a scenario's ``audit.method`` / ``audit.threshold`` name it; its settings load."""
+    """Registered once; a scenario's ``audit.method`` / ``audit.threshold_rule`` name it; its settings load."""
     assert ESTIMATORS[cls.kind] is cls
-    assert estimator_for(cls.method, cls.threshold or "split") is cls
-    audit = AuditConfig(method=cls.method, threshold=cls.threshold or "split", **cls.test_params,
+    assert estimator_for(cls.method, cls.threshold_rule or "split") is cls
+    audit = AuditConfig(method=cls.method, threshold_rule=cls.threshold_rule or "split", **cls.test_params,
                         trials=2_000, design=None)
     assert isinstance(build_estimator(audit), cls)
 

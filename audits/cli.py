@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 from recaudit.core.errors import BadInput
@@ -90,7 +91,7 @@ def _add_run_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="report folder (default: runs/<scenario name>); finished work is saved under it")
     p.add_argument("--executor", choices=EXECUTORS,
-                   help=f"where {what} run, overriding the scenario's executor.kind (results do not depend on it)")
+                   help=f"where {what} run, overriding the scenario's executor.type (results do not depend on it)")
     p.add_argument("--workers", type=int, metavar="N", help="workers for the processes / dask executors (>= 1)")
     p.add_argument("--resume", action="store_true",
                    help=f"reuse the finished {what} saved in --out (refused if they belong to another scenario)")
@@ -256,7 +257,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):  # checked (and held) before any simulation
         try:
-            result = run_scenario(scenario, out, resume=args.resume, executor_kind=args.executor,
+            result = run_scenario(scenario, out, resume=args.resume, executor_type=args.executor,
                                   workers=args.workers, report=ConsoleReporter(args.quiet), started=args.started)
         except PairError as exc:  # the neighbouring worlds cannot differ: no report, never a silent "consistent"
             print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
@@ -292,7 +293,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):
-        result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_kind=args.executor,
+        result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_type=args.executor,
                            workers=args.workers, report=ConsoleReporter(args.quiet))
         write_sweep_reports(result, out)
     print((out / "sweep.md").read_text())
@@ -313,7 +314,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     out = args.out or Path("runs") / scenario.name
     try:
-        run_grid(scenario, out, resume=args.resume, executor_kind=args.executor, workers=args.workers,
+        run_grid(scenario, out, resume=args.resume, executor_type=args.executor, workers=args.workers,
                  report=ConsoleReporter(args.quiet))
     except PairError as exc:
         print(one_line(f"{args.scenario}: the audit cannot show the claim: {exc}"), file=sys.stderr)
@@ -388,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.started = started
     _setup_logging(getattr(args, "quiet", False))
+    # a renamed scenario field (recaudit.audits.language.sections.renamed_field) warns in one line
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"recaudit: warning: {message}\n"
     commands = {"list": lambda: _cmd_list(), "validate": lambda: _cmd_validate(args.scenarios),
                 "scenarios": lambda: _cmd_scenarios(), "init": lambda: _cmd_init(args),
                 "schema": lambda: _cmd_schema(args),

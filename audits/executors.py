@@ -45,8 +45,8 @@ class SerialExecutor(Executor):
 
 
 @contextlib.contextmanager
-def open_executor(kind: str = "serial", workers: int = 2, address: str | None = None) -> Iterator[Executor]:
-    """An executor of ``kind``; for Dask, a client on ``address`` or on a new local cluster.
+def open_executor(executor_type: str = "serial", workers: int = 2, address: str | None = None) -> Iterator[Executor]:
+    """An executor of ``executor_type`` (serial, processes, dask); for Dask, a client on ``address`` or on a new local cluster.
 
     Raises :class:`ExecutorUnavailable` at once (a Dask address within
     ``DASK_CONNECT_TIMEOUT`` seconds) when it cannot be had. Each executor's
@@ -54,14 +54,14 @@ def open_executor(kind: str = "serial", workers: int = 2, address: str | None = 
     """
     if not 1 <= workers <= MAX_WORKERS:
         raise ExecutorUnavailable(f"workers: must be between 1 and {MAX_WORKERS}, got {workers}")
-    if kind == "serial":
+    if executor_type == "serial":
         with one_blas_thread():
             yield SerialExecutor()
-    elif kind == "processes":
+    elif executor_type == "processes":
         with one_blas_thread(), ProcessPoolExecutor(max_workers=workers, initializer=_blas_on_one_thread) as pool:
             pool.window = 2 * workers
             yield pool
-    elif kind == "dask":
+    elif executor_type == "dask":
         try:
             from distributed import Client, LocalCluster
         except ImportError:
@@ -88,7 +88,7 @@ def open_executor(kind: str = "serial", workers: int = 2, address: str | None = 
                 executor.window = 2 * workers
                 yield executor
     else:
-        raise ExecutorUnavailable(f"unknown executor {kind!r}; choose serial, processes or dask")
+        raise ExecutorUnavailable(f"unknown executor {executor_type!r}; choose serial, processes or dask")
 
 
 @functools.cache

@@ -53,7 +53,7 @@ def _check_stamp(run_dir: Path, scenario: Scenario) -> None:
                                f"{ {'fingerprint': scenario.fingerprint()} }); remove it or run without --resume")
 
 
-def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_kind: str | None = None,
+def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_type: str | None = None,
              workers: int | None = None, report: Callable[[str], None] = lambda _: None) -> list[dict]:
     """Run every point of ``scenario.grid`` into ``out_dir`` and write the comparison there; returns its rows."""
     from .reports.report import write_reports
@@ -70,7 +70,7 @@ def run_grid(scenario: Scenario, out_dir: Path, resume: bool = False, executor_k
                 report(f"[{k}/{len(points)}] {name}: finished before, kept")
                 continue
             report(f"[{k}/{len(points)}] {name}")
-            result = run_scenario(point, run_dir, resume=resume, executor_kind=executor_kind, workers=workers,
+            result = run_scenario(point, run_dir, resume=resume, executor_type=executor_type, workers=workers,
                                   report=report)
             write_reports(result, run_dir)
             # a finished run is referenced from cycles through the simulator's processes: collected now, not

@@ -14,8 +14,8 @@ claim with probability ≤ ``alpha``. So:
   question (more trials, a better ``score``), and impossible to pass when
   the ceiling — the bound at perfect separation — is not above the claim.
 
-A mechanism is any object with ``sample(value, n, rng)`` returning ``n``
-independent outputs on the dataset ``value``: an array of shape ``(n,)``
+A mechanism here is a :class:`SampledMechanism`: any object with
+``sample(value, n, rng)`` returning ``n`` independent outputs on the dataset ``value``: an array of shape ``(n,)``
 (scalars), ``(n, d)`` (vectors, indices) or a tuple/dict of such arrays
 (mixed outputs). Optional attributes ``claim`` (a
 :class:`recaudit.mechanisms.base.PrivacyClaim`, or anything with ``epsilon`` and
@@ -30,7 +30,7 @@ a fixed seed reproduces the audit exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,12 +45,25 @@ from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
                        _learned_scores, _probe, _split_sizes)
 
-__all__ = ["METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
+__all__ = ["SampledMechanism", "METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
            "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
            "assert_not_dp", "format_bound"]
 
+@runtime_checkable
+class SampledMechanism(Protocol):
+    """What the harness audits: a black box that samples outputs on a dataset value (duck-typed).
+
+    Not :class:`recaudit.mechanisms.base.Mechanism`, the round protocol that scenarios simulate. Optional
+    attributes ``claim``, ``neighbours`` and ``score(outputs)`` fill in what a call leaves out.
+    """
+
+    def sample(self, value: Any, n: int, rng: np.random.Generator) -> Any:
+        """``n`` independent outputs on ``value``: an array with ``n`` rows, or a tuple/dict of such."""
+        ...
+
+
 #: ``method=``: the registered estimators that bound a split of paired runs
-METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs" and cls.threshold == "split")
+METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs" and cls.threshold_rule == "split")
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
 #: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
 ATTACK_CHOICES = ("auto", "identity", *LEARNED)
@@ -139,7 +152,7 @@ def _check_attack(attack, score) -> None:
 
 
 def run_audit(
-    mechanism,
+    mechanism: SampledMechanism,
     claim=None,
     neighbours=None,
     trials: int = 100_000,
@@ -285,7 +298,7 @@ class NeighbourSearch:
         return min(self.runs, key=lambda r: (self.adjusted_p[self.runs.index(r)], -r.bound.epsilon_lb))
 
 
-def search_neighbours(mechanism, candidates=None, claim=None, trials: int = 100_000, alpha: float = 1e-3,
+def search_neighbours(mechanism: SampledMechanism, candidates=None, claim=None, trials: int = 100_000, alpha: float = 1e-3,
                       seed=0, **kwargs) -> NeighbourSearch:
     """Audit every pair of ``candidates`` (default: the mechanism's ``.neighbours``) as one family.
 
@@ -311,7 +324,7 @@ def format_bound(run: AuditRun) -> str:
         f"  ceiling = {b.ceiling:.4g} (the largest ε_LB {b.n_neg} + {b.n_pos} counted trials can show)",
         f"  claimed ε = {run.claimed_epsilon:.4g}, δ = {run.claimed_delta:g}",
         f"  counts: FP = {b.false_pos}/{b.n_neg}, FN = {b.false_neg}/{b.n_pos} "
-        f"(threshold {b.threshold:.6g}, direction {b.direction:+d}, {b.strategy})",
+        f"(threshold {b.threshold:.6g}, direction {b.direction:+d}, {b.threshold_rule})",
     ]
     if b.mu_lb is not None:
         lines.append(f"  μ_LB = {b.mu_lb:.4g} (μ ceiling {b.mu_ceiling:.4g})")
@@ -349,7 +362,7 @@ def _audit(mechanism, claim, neighbours, trials, alpha, seed, kwargs) -> tuple[A
 
 
 def assert_dp(
-    mechanism,
+    mechanism: SampledMechanism,
     claim=None,
     neighbours=None,
     trials: int = 100_000,
@@ -380,7 +393,7 @@ def assert_dp(
 
 
 def assert_not_dp(
-    mechanism,
+    mechanism: SampledMechanism,
     claim=None,
     neighbours=None,
     trials: int = 100_000,

@@ -33,13 +33,13 @@ def _cmd_list() -> int:
 
     registries = (("populations", POPULATIONS), ("mechanisms", MECHANISMS), ("attacks", ATTACKS),
                   ("audit designs (audit.design)", DESIGNS),
-                  ("estimators (audit.method / audit.threshold)", ESTIMATORS))
+                  ("estimators (audit.method / audit.threshold_rule)", ESTIMATORS))
     width = max(len(kind) for _, registry in registries for kind in registry) + 2
     for title, registry in registries:
         print(f"{title}:")
         for kind, cls in sorted(registry.items()):
             if registry is ESTIMATORS:  # a scenario names an estimator by its method and threshold
-                kind = cls.method if cls.threshold is None else f"{cls.method} / {cls.threshold}"
+                kind = cls.method if cls.threshold_rule is None else f"{cls.method} / {cls.threshold_rule}"
             print(f"  {kind:<{width}}{summary(cls)}")
     return EXIT_OK
 

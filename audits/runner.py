@@ -104,7 +104,7 @@ class AuditResult:
 
 
 def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool = False,
-                 executor_kind: str | None = None, workers: int | None = None,
+                 executor_type: str | None = None, workers: int | None = None,
                  report: Callable[[str], None] = lambda _: None, started: float | None = None) -> AuditResult:
     """Simulate the world, audit the mechanism's claim, measure utility.
 
@@ -115,9 +115,9 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     """
     ex = scenario.executor
     started = time.time() if started is None else started
-    with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
+    with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
                                              ex.address) as executor:
-        return _run(scenario, out_dir, resume, executor_kind or ex.kind, executor, report, started)
+        return _run(scenario, out_dir, resume, executor_type or ex.type, executor, report, started)
 
 
 def audit_job(scenario: Scenario) -> tuple[AuditJob, object, np.random.SeedSequence]:
@@ -150,7 +150,7 @@ def measure_world(scenario: Scenario) -> dict:
     return measure_utility(job.mechanism, job.population, job.catalogue, transcript)
 
 
-def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: str, executor,
+def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: str, executor,
          report: Callable[[str], None], started: float) -> AuditResult:
     begun = time.time()
     job, policy, world_seed = audit_job(scenario)
@@ -175,7 +175,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_kind: 
     if out_dir and not resume:  # the folder's old report no longer matches its score store
         (out_dir / "report.json").unlink(missing_ok=True)
     report(f"design {design.kind}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
-           f" ({executor_kind})")
+           f" ({executor_type})")
     output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,
                            progress, report)
     audit_seconds = time.time() - begun - world_seconds

@@ -154,7 +154,7 @@ class SweepResult:
 
 
 def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = False, resume: bool = False,
-              executor_kind: str | None = None, workers: int | None = None,
+              executor_type: str | None = None, workers: int | None = None,
               report: Callable[[str], None] = lambda _: None) -> SweepResult:
     """Run every (axis, value, replicate) of the scenario's sweep and fit the slopes."""
     sweep = scenario.sweep
@@ -183,7 +183,7 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         return "task-{}-{}-{}".format(*task[:3]) + (f"-m{task[3]}" if task[3] else "")
 
     ex = scenario.executor
-    with hold_folder(out_dir), open_executor(executor_kind or ex.kind, workers or ex.workers,
+    with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
                                              ex.address) as executor:
         progress = Progress(out_dir / "progress-sweep" if out_dir else None,
                             {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,

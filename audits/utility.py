@@ -35,13 +35,13 @@ def accuracy_curve(transcript: Transcript, truth: np.ndarray | None) -> list[dic
     or public/private-users mechanism publishes factors, not labels).
     """
     def is_clustering(release) -> bool:
-        labels = release.item_labels
+        labels = release.published
         return (isinstance(labels, np.ndarray) and labels.dtype.kind in "iu"
                 and truth is not None and labels.shape == np.shape(truth))
 
     return [
         {"time": float(r.time), "users_seen": int(r.users_seen),
-         "accuracy": clustering_accuracy(r.item_labels, truth) if is_clustering(r) else None}
+         "accuracy": clustering_accuracy(r.published, truth) if is_clustering(r) else None}
         for r in transcript.releases
     ]
 
@@ -95,7 +95,7 @@ def covariance_error(transcript: Transcript) -> dict:
     for release in transcript.releases:
         truth = gram(messages[np.flatnonzero(times <= release.time)])
         scale = float(np.linalg.norm(truth))
-        error = float(np.linalg.norm(release.item_labels["covariance"] - truth)) / scale if scale > 0 else None
+        error = float(np.linalg.norm(release.published["covariance"] - truth)) / scale if scale > 0 else None
         curve.append({"time": float(release.time), "users_seen": int(release.users_seen), "accuracy": None,
                       "covariance_error": error})
     return {"metric": COVARIANCE_METRIC, "final_accuracy": None, "curve": curve,

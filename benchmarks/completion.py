@@ -256,7 +256,7 @@ def eigen_trace(users: int, row_bound: float, epsilon: float, iterations: int = 
                                    nuclear_scale=nuclear)):
         transcript = run_protocol(mech, population, catalogue, Panel(users, iterations), np.random.SeedSequence(seed),
                                   recorder=Recorder(answers=False))
-        published = transcript.releases[-1].item_labels
+        published = transcript.releases[-1].published
         roots = [float(v) for v in published["eigenvalues"]]  # λ̂_t, the square roots
         rows.append({"mechanism": mech.kind, "L": row_bound, "epsilon": epsilon if mech.noise_on else None,
                      "top_eigenvalue": [round(v * v, 1) for v in roots],

@@ -12,11 +12,11 @@ from recaudit.mechanisms.claims import ViewKind  # noqa: F401  (one definition, 
 
 @dataclass
 class Release:
-    """One published estimate: the server's output (an item clustering) at a time."""
+    """One release: what the server published (``mechanism.publish(state)``) at a time."""
 
     time: float
     users_seen: int  # distinct users who had answered at least once
-    item_labels: Any
+    published: Any  # what mechanism.publish(state) returned: item labels, a covariance dict, a model
 
 
 @dataclass

@@ -220,7 +220,7 @@ def audit_leakage(scheme: str, beta: tuple[float, float], trials: int) -> dict:
         population = scenario.population.model_copy(update={"allocation": scheme, "privacy_beta": list(beta)})
         audit = scenario.audit.model_copy(update={"trials": trials, "block_size": trials})
         result = run_scenario(scenario.model_copy(update={"population": population, "audit": audit}),
-                              executor_kind="serial")
+                              executor_type="serial")
         test = result.strongest
         out[label] = {"epsilon_lb": test.bound.epsilon_lb, "ceiling": test.bound.ceiling, "verdict": result.verdict}
     return out

@@ -168,8 +168,8 @@ def run_private_users(mech: XinJaakkola, world: World, seed: np.random.SeedSeque
     schedule = Cohorts.every(len(world.private), BATCH, (0, *checkpoints))
     transcript = run_protocol(mech, population, population.catalogue(None), schedule, seed,
                               recorder=Recorder(messages="all", answers=False))
-    models = {r.users_seen: r.item_labels for r in transcript.releases}
-    return transcript.releases[-1].item_labels, models, transcript.messages
+    models = {r.users_seen: r.published for r in transcript.releases}
+    return transcript.releases[-1].published, models, transcript.messages
 
 
 def utility(mech: XinJaakkola, model, world: World) -> dict:

@@ -56,7 +56,7 @@ def test_same_seed_same_report_and_other_seed_differs(tmp_path, write_scenario, 
 def test_any_executor_gives_the_same_scores(write_scenario, quickstart_data, executor):
     scenario = load_small(write_scenario, quickstart_data, trials=6_000)
     serial = run_scenario(scenario)
-    other = run_scenario(scenario, executor_kind=executor, workers=2)
+    other = run_scenario(scenario, executor_type=executor, workers=2)
     np.testing.assert_array_equal(serial.tests[0].scores, other.tests[0].scores)
     assert serial.tests[0].bound == other.tests[0].bound
 
@@ -156,8 +156,8 @@ def test_gdp_needs_a_claim_with_delta(write_scenario, quickstart_data):
 
 
 @pytest.mark.parametrize("audit", [
-    {"threshold": "bonferroni", "score_range": [-2.0, 2.0], "grid_size": 9},
-    {"threshold": "explicit", "threshold_value": 0.0, "direction": 1},
+    {"threshold_rule": "bonferroni", "score_range": [-2.0, 2.0], "grid_size": 9},
+    {"threshold_rule": "explicit", "threshold_value": 0.0, "direction": 1},
 ])
 def test_other_estimators_run_end_to_end(write_scenario, quickstart_data, audit):
     # alpha = 1e-6: a correct mechanism is flagged with probability <= 1e-6

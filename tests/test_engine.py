@@ -118,10 +118,10 @@ def test_server_noise_comes_from_its_own_stream_once_per_round():
     # new coins, same world: the same users arrive at the same times
     np.testing.assert_array_equal(a.arrival, b.arrival)
     np.testing.assert_array_equal(a.answer_user, b.answer_user)
-    assert a.releases[-1].item_labels[0] != b.releases[-1].item_labels[0]
+    assert a.releases[-1].published[0] != b.releases[-1].published[0]
     # without noise the total is the exact sum of like counts of every answer
-    assert c.releases[-1].item_labels[0] == pytest.approx(float(c.messages.sum()))
-    noise = a.releases[-1].item_labels[0] - c.releases[-1].item_labels[0]
+    assert c.releases[-1].published[0] == pytest.approx(float(c.messages.sum()))
+    noise = a.releases[-1].published[0] - c.releases[-1].published[0]
     rounds = len(a.rounds)
     # the sum of `rounds` N(0, 100) draws: 6 standard deviations, false failure < 2e-9
     assert abs(noise) < 6 * 10.0 * np.sqrt(rounds) and noise != 0.0
@@ -201,14 +201,14 @@ def test_an_update_every_k_users_runs_through_the_engine_as_a_hand_written_loop_
 
     by_hand = XinJaakkola(response="exact", public_users=30, em_iterations=3)
     state = by_hand.init_public(by_hand.init_state(WorldInfo(15, 6, 2)), public)
-    assert np.array_equal(transcript.releases[0].item_labels.sigma, state.model.sigma)
+    assert np.array_equal(transcript.releases[0].published.sigma, state.model.sigma)
     for start in range(0, 100, 20):
         batch = private.take(slice(start, start + 20))
         state = by_hand.aggregate(state, None, by_hand.messages(batch, state.model, np.random.default_rng(start)))
         if start + 20 == 40:
-            assert np.allclose(transcript.releases[1].item_labels.sigma, state.model.sigma)
-    assert np.allclose(transcript.releases[-1].item_labels.sigma, state.model.sigma)
-    assert state.model.private_users == transcript.releases[-1].item_labels.private_users == 50
+            assert np.allclose(transcript.releases[1].published.sigma, state.model.sigma)
+    assert np.allclose(transcript.releases[-1].published.sigma, state.model.sigma)
+    assert state.model.private_users == transcript.releases[-1].published.private_users == 50
 
 
 def test_a_panel_and_the_canaries_joining_it_are_taken_in_one_go_as_the_two_admissions_would_be():
@@ -241,7 +241,7 @@ def test_a_panel_and_the_canaries_joining_it_are_taken_in_one_go_as_the_two_admi
     for name in ("user_cluster", "answer_user", "answer_time", "output_user"):
         np.testing.assert_array_equal(getattr(joined, name), getattr(apart, name))
     np.testing.assert_array_equal(joined.outputs.coefficients, apart.outputs.coefficients)
-    np.testing.assert_array_equal(joined.releases[-1].item_labels["basis"], apart.releases[-1].item_labels["basis"])
+    np.testing.assert_array_equal(joined.releases[-1].published["basis"], apart.releases[-1].published["basis"])
 
 
 def test_the_answer_log_is_the_same_kept_compactly_and_watched_answers_can_be_left_out():

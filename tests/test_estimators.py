@@ -247,7 +247,7 @@ def test_split_perfect_separation_reaches_ceiling():
     assert (res.false_pos, res.false_neg) == (0, 0)
     assert res.ceiling == pytest.approx(ceiling(700, 420, 0.05))
     assert res.epsilon_lb == pytest.approx(res.ceiling)
-    assert res.method == "clopper-pearson" and res.strategy == "split"
+    assert res.method == "clopper-pearson" and res.threshold_rule == "split"
 
 
 def test_split_direction_reversal_gives_same_bound():
@@ -343,7 +343,7 @@ def test_fixed_threshold_counts_every_run():
     assert (res.false_pos, res.false_neg, res.n_neg, res.n_pos) == (fp[0], fn[0], 5_000, 5_000)
     assert res.epsilon_lb == pytest.approx(epsilon_lower_bound(fp[0], 5_000, fn[0], 5_000, 0.05))
     assert res.ceiling == pytest.approx(ceiling(5_000, 5_000, 0.05))
-    assert res.strategy == "explicit" and res.method == "clopper-pearson"
+    assert res.threshold_rule == "explicit" and res.method == "clopper-pearson"
 
 
 def test_fixed_threshold_laplace_valid_and_powerful():
@@ -374,7 +374,7 @@ def test_bonferroni_matches_brute_force_over_the_grid():
         for t in grid for d in (1, -1) for fp, fn in [_brute_counts(s0, s1, [t], d)]
     )
     assert res.epsilon_lb == pytest.approx(best)
-    assert res.strategy == "bonferroni" and res.threshold in grid
+    assert res.threshold_rule == "bonferroni" and res.threshold in grid
     assert res.ceiling == pytest.approx(ceiling(3_000, 3_000, per_test))
     same = bonferroni_epsilon_bound(s0, s1, 0.05, score_range=(-3, 4), grid_size=15)
     assert same == res
@@ -450,7 +450,7 @@ def test_gdp_mu_lower_bound_formula_and_clipping():
 
 def test_split_gdp_perfect_separation_reaches_ceiling():
     res = split_gdp_bound(np.zeros(2_000), np.ones(2_000), alpha=0.05, delta=1e-5)
-    assert res.method == "gdp" and res.strategy == "split"
+    assert res.method == "gdp" and res.threshold_rule == "split"
     assert (res.false_pos, res.false_neg) == (0, 0)
     assert res.mu_lb == pytest.approx(res.mu_ceiling)
     assert res.mu_ceiling == pytest.approx(gdp_mu_lower_bound(0, 1_000, 0, 1_000, 0.05))

@@ -49,7 +49,7 @@ def test_an_unsafe_name_writes_nothing_outside(tmp_path, capsys, quickstart_data
     ({"churn": {"query_interval": 1e-300}}, "churn.query_interval"),
     ({"mechanism": {"epsilon": float("nan")}}, "mechanism.epsilon"),
     ({"executor": {"workers": 1000000}}, "executor.workers"),
-    ({"executor": {"kind": "dask", "address": "not an address"}}, "executor.address"),
+    ({"executor": {"type": "dask", "address": "not an address"}}, "executor.address"),
 ])
 def test_scenarios_that_would_hang_or_exhaust_memory_are_refused(tmp_path, capsys, quickstart_data, edit, field):
     for section, values in edit.items():
@@ -125,7 +125,7 @@ def test_unreachable_dask_scheduler_fails_fast_before_the_simulation(tmp_path, c
                                                                      quickstart_data):
     pytest.importorskip("distributed")
     data = small_world(quickstart_data, 400)
-    data["executor"] = {"kind": "dask", "address": "tcp://127.0.0.1:1"}
+    data["executor"] = {"type": "dask", "address": "tcp://127.0.0.1:1"}
     path = write_scenario(data)
     started = time.monotonic()
     code = main(["run", str(path), "--out", str(tmp_path / "o")])

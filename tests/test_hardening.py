@@ -153,13 +153,13 @@ def test_sweep_tasks_are_generated_as_they_run(quickstart_data, monkeypatch):
 
     monkeypatch.setattr(sweep_module, "as_finished", first_three)
     with pytest.raises(KeyboardInterrupt):
-        sweep_module.run_sweep(scenario, executor_kind="serial")
+        sweep_module.run_sweep(scenario, executor_type="serial")
     assert seen == [(0, 0, 0, 0), (0, 0, 1, 0), (0, 0, 2, 0)]
 
 
 def test_more_workers_than_cores_are_refused(tmp_path, capsys, quickstart_data, monkeypatch):
     monkeypatch.setattr("recaudit.audits.language.limits.cores", lambda: 2)
-    quickstart_data["executor"] = {"kind": "processes", "workers": 256}
+    quickstart_data["executor"] = {"type": "processes", "workers": 256}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers", "run")
     assert "256 worker processes, over the machine's 2 cores" in line and "limits.processes" in line
     quickstart_data["executor"]["workers"] = 3
@@ -177,7 +177,7 @@ def test_the_workers_flag_is_held_to_the_cores_too(tmp_path, capsys, quickstart_
 
 
 def test_workers_count_in_the_memory_estimate(tmp_path, capsys, quickstart_data):
-    quickstart_data["executor"] = {"kind": "processes", "workers": 100}
+    quickstart_data["executor"] = {"type": "processes", "workers": 100}
     quickstart_data["limits"] = {"processes": 100, "memory_gb": 4}
     line = refused(capsys, tmp_path, quickstart_data, "executor.workers")
     from recaudit.audits.language.limits import GIB, PROCESS_BYTES
@@ -365,7 +365,7 @@ def test_a_dask_address_answering_another_protocol_gets_a_clear_line(tmp_path, c
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     from tests.conftest import small_world
 
-    quickstart_data["executor"] = {"kind": "dask", "address": address}
+    quickstart_data["executor"] = {"type": "dask", "address": address}
     path = write_text(tmp_path, scenario_text(small_world(quickstart_data, 400)))
     try:
         code, line = one_error(capsys, ["run", str(path), "--out", str(tmp_path / "out")])

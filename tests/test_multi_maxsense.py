@@ -177,7 +177,7 @@ def test_simulate_end_to_end():
                           np.random.SeedSequence(7))
     assert transcript.messages.shape[1] == 2 and transcript.messages.dtype == bool
     assert transcript.releases[-1].users_seen == transcript.messages.shape[0] > 40_000
-    assert clustering_accuracy(transcript.releases[-1].item_labels, catalogue.item_labels) == 1.0
+    assert clustering_accuracy(transcript.releases[-1].published, catalogue.item_labels) == 1.0
 
 
 # ---------------------------------------------------------------- audit

@@ -198,7 +198,7 @@ def test_simulate_end_to_end():
     assert transcript.messages.shape[1] == 1 and transcript.messages.dtype == bool
     assert len(transcript.releases) == 2
     assert transcript.releases[-1].users_seen == transcript.messages.shape[0] > 40_000
-    assert clustering_accuracy(transcript.releases[-1].item_labels, catalogue.item_labels) == 1.0
+    assert clustering_accuracy(transcript.releases[-1].published, catalogue.item_labels) == 1.0
 
 
 # ---------------------------------------------------------------- audit

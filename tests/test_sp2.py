@@ -232,8 +232,8 @@ def test_protocol_runs_and_devices_output_their_model(method):
     churn = Churn(arrival_rate=15, mean_lifetime=1.0, horizon=1.5, query_interval=0.5, release_interval=1.0)
     mechanism = SP2(method=method, factors=4, epochs=3, clusters=4, fine_tune_epochs=2)
     transcript = run_protocol(mechanism, population, catalogue, churn, np.random.SeedSequence(1))
-    assert transcript.releases[-1].item_labels is not None
-    assert transcript.releases[-1].item_labels.slot_of_item.size == 30
+    assert transcript.releases[-1].published is not None
+    assert transcript.releases[-1].published.slot_of_item.size == 30
     # without private marks (a plain star world) every rating is public
     plain = StarSBMPopulation(n_items=30, ratings_per_user=8, user_cluster_weights=[0.5, 0.5],
                               item_cluster_weights=[0.5, 0.5], star_probability=STARS)
@@ -249,7 +249,7 @@ def small_audit(path, trials):
     scenario = load_scenario(path)
     scenario = scenario.model_copy(update={"audit": scenario.audit.model_copy(update={"trials": trials,
                                                                                        "block_size": trials})})
-    return run_scenario(scenario, executor_kind="serial")
+    return run_scenario(scenario, executor_type="serial")
 
 
 @pytest.mark.parametrize("name,verdict", [("sp2.yaml", "consistent"), ("sp2-leaky.yaml", "violated")])
@@ -326,7 +326,7 @@ def test_one_run_audit_of_canaries_agrees(name, verdict):
 
     scenario = load_scenario(SCENARIOS / name)
     audit = scenario.audit.model_copy(update={"design": "one_run", "method": "one-run", "trials": 200})
-    result = run_scenario(scenario.model_copy(update={"audit": audit}), executor_kind="serial")
+    result = run_scenario(scenario.model_copy(update={"audit": audit}), executor_type="serial")
     assert result.design == "one_run" and result.tests[0].worlds is not None
     assert result.verdict == verdict
     bound = result.tests[0].bound

@@ -162,7 +162,7 @@ def test_gdp_at_a_fixed_cut_is_the_clopper_pearson_mu_bound_and_covers():
     bound = estimator.estimate(scores, None, claim, 0.05).bound  # the estimator counts at the fixed cut
     fp, fn = int((scores[0] >= 0).sum()), int((scores[1] < 0).sum())
     fpr, fnr = (stats.beta.ppf(1 - 0.025, k + 1, n - k) for k in (fp, fn))
-    assert (bound.false_pos, bound.false_neg, bound.strategy) == (fp, fn, "explicit")
+    assert (bound.false_pos, bound.false_neg, bound.threshold_rule) == (fp, fn, "explicit")
     assert bound.mu_lb == pytest.approx(max(0.0, stats.norm.isf(fpr) - stats.norm.ppf(fnr)), abs=1e-9)
 
 
@@ -216,7 +216,7 @@ def scenario_data(name, **audit):
     with open(f"scenarios/{name}.yaml") as f:
         data = yaml.safe_load(f)
     data["audit"].update(audit)
-    data["executor"] = {"kind": "serial"}
+    data["executor"] = {"type": "serial"}
     return data
 
 

@@ -179,7 +179,7 @@ def test_protocol_runs_in_the_churn_world_and_updates_every_batch(response):
                   batch_size=20)
     transcript = simulate(pop, pop.catalogue(np.random.default_rng(0)), mech, churn,
                           np.random.SeedSequence(11), Recorder(messages="all", outputs="all"))
-    final = transcript.releases[-1].item_labels
+    final = transcript.releases[-1].published
     assert final.sigma.shape == (40, 40) and np.allclose(final.sigma, final.sigma.T)
     answered = transcript.answer_user.size
     assert answered > 60

@@ -145,9 +145,9 @@ def state_bytes(mechanism, world: WorldInfo) -> float | None:
     return high * (n / small[1]) ** power
 
 
-def processes(kind: str, workers: int, address: str | None) -> int:
+def processes(executor_type: str, workers: int, address: str | None) -> int:
     """Worker processes an executor starts on this machine."""
-    return workers if kind in LOCAL_POOLS and not (kind == "dask" and address) else 1
+    return workers if executor_type in LOCAL_POOLS and not (executor_type == "dask" and address) else 1
 
 
 def world_facts(scenario, base_dir=None) -> tuple[WorldInfo | None, float | None]:
@@ -171,11 +171,11 @@ def world_facts(scenario, base_dir=None) -> tuple[WorldInfo | None, float | None
     return world, population.size() if hasattr(population, "size") else None
 
 
-def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | None = None,
+def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers: int | None = None,
                   base_dir=None) -> dict[str, float]:
     """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes.
 
-    ``kind`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``);
+    ``executor_type`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``);
     ``base_dir``: where a relative ratings file path starts (default: the scenario's folder).
     """
     churn, audit = scenario.churn, scenario.audit
@@ -212,7 +212,7 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
         if scenario.panel is not None:
             cost["table"] = cost["users"] * world.ratings_per_user * RATING_BYTES
     ex = scenario.executor
-    cost["processes"] = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
+    cost["processes"] = float(processes(executor_type or ex.type, workers or ex.workers, ex.address))
     cost["workers"] = 0.0 if cost["processes"] == 1 else cost["processes"] * (
         PROCESS_BYTES + cost.get("state", 0.0) + cost.get("batch", 0.0))
     if "runs" in cost:  # a block of runs in each process that runs one (the workers' if any, else this one)
@@ -227,7 +227,7 @@ def estimate_cost(scenario, mechanism, kind: str | None = None, workers: int | N
     return cost
 
 
-def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
+def sweep_cost(scenario, mechanism, full: bool = False, executor_type: str | None = None,
                workers: int | None = None) -> dict[str, float]:
     """The cost of ``scenario.sweep`` (its default or ``full`` grid): every learning curve at its worst case."""
     sweep, pop = scenario.sweep, scenario.population
@@ -237,7 +237,7 @@ def sweep_cost(scenario, mechanism, full: bool = False, kind: str | None = None,
     checkpoints = sweep.checkpoints_per_decade * max(1.0, math.log10(sweep.max_users / sweep.start_users)) + 1
     curve_seconds = seconds_of(curve_work(sweep, n_items, checkpoints))
     ex = scenario.executor
-    workers_ = float(processes(kind or ex.kind, workers or ex.workers, ex.address))
+    workers_ = float(processes(executor_type or ex.type, workers or ex.workers, ex.address))
     world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
     state = state_bytes(mechanism, world) or 0.0
     per_process = state + 4096.0 * n_items * 8

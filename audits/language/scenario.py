@@ -303,18 +303,18 @@ def _check_users_available(population, mechanism, churn) -> None:
 
 
 
-def command_problems(scenario: Scenario, command: str, kind: str | None = None, workers: int | None = None,
+def command_problems(scenario: Scenario, command: str, executor_type: str | None = None, workers: int | None = None,
                      full: bool = False) -> list[tuple[str, str]]:
     """``(field, message)`` for every limit ``recaudit COMMAND`` would exceed with the command line's
     ``--executor``/``--workers``/``--full`` (validation checked the scenario as written)."""
     mechanism = build(scenario.mechanism, MECHANISMS)
     if command == "sweep":
-        return over_sweep_limits(sweep_cost(scenario, mechanism, full, kind, workers), scenario.limits, full)
+        return over_sweep_limits(sweep_cost(scenario, mechanism, full, executor_type, workers), scenario.limits, full)
     if command == "grid":
         points = [Scenario.model_validate(p.data, context={"base_dir": getattr(scenario, "_base_dir", None)})
                   for p in grid_points(scenario)]
-        return [problem for point in points for problem in command_problems(point, "run", kind, workers)][:1]
-    return over_limits(estimate_cost(scenario, mechanism, kind, workers), scenario.limits,
+        return [problem for point in points for problem in command_problems(point, "run", executor_type, workers)][:1]
+    return over_limits(estimate_cost(scenario, mechanism, executor_type, workers), scenario.limits,
                        panel=_panel_size_field(scenario))
 
 

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import re
 import typing
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -26,11 +27,24 @@ from recaudit.simulator.populations import POPULATIONS
 from ..designs import DESIGNS
 from ..executors import MAX_WORKERS
 from ..stats.estimators import (ESTIMATORS, Estimator, EstimatorError, estimator_for, estimator_settings, methods,
-                                thresholds)
+                                threshold_rules)
 
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # every number finite: `horizon: .inf` never ends
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 DASK_ADDRESS = re.compile(r"([a-z]+://)?[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}")
+
+
+def renamed_field(data: Any, section: str, old: str, new: str) -> Any:
+    """``data`` with a field written under its old name moved to ``new``, and a one-line FutureWarning.
+
+    Documents and reports written before the rename (``executor.kind``, ``audit.threshold``) still load;
+    both names at once are refused by the model (``old`` stays an unknown field).
+    """
+    if isinstance(data, dict) and old in data and new not in data:
+        warnings.warn(f"{section}.{old} is renamed {section}.{new}: write `{new}: {data[old]}` (the old name "
+                      "will be refused by a later version)", FutureWarning, stacklevel=2)
+        data = {(new if key == old else key): value for key, value in data.items()}
+    return data
 
 
 def folder_name(name: str) -> str:
@@ -116,7 +130,7 @@ class PanelConfig(BaseModel):
 
 
 class _AuditBase(BaseModel):
-    """How the audit runs: design, trials, confidence, estimator (by method and threshold, with its settings)."""
+    """How the audit runs: design, trials, confidence, estimator (by method and threshold rule, with its settings)."""
 
     model_config = STRICT
     design: Literal[tuple(DESIGNS)] | None = Field(  # type: ignore[valid-type]
@@ -124,13 +138,22 @@ class _AuditBase(BaseModel):
     trials: int = Field(200_000, ge=100, description="trials per neighbouring world (one-run: canaries)")
     alpha: float = Field(0.05, gt=0, lt=1, description="family-wise 1 - confidence of every bound")
     method: Literal[tuple(methods())] = "clopper-pearson"  # type: ignore[valid-type]
-    threshold: Literal[tuple(thresholds())] = "split"  # type: ignore[valid-type]
+    threshold_rule: Literal[tuple(threshold_rules())] = Field(  # type: ignore[valid-type]
+        "split", description="how the test's threshold is chosen (the threshold itself is a number: "
+                             "threshold_value for explicit)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("threshold"), str):  # a rule name, not a cut
+            return renamed_field(data, "audit", "threshold", "threshold_rule")
+        return data
 
     @property
     def design_name(self) -> str:
         if self.design is not None:
             return self.design
-        return "one_run" if estimator_for(self.method, self.threshold).input == "canaries" else "local_replay"
+        return "one_run" if estimator_for(self.method, self.threshold_rule).input == "canaries" else "local_replay"
 
     @model_validator(mode="after")
     def _estimator_settings(self) -> "_AuditBase":
@@ -177,7 +200,7 @@ class ExecutorConfig(BaseModel):
     """Where trial blocks run: in this process, a local process pool, or Dask."""
 
     model_config = STRICT
-    kind: Literal["serial", "processes", "dask"] = "serial"
+    type: Literal["serial", "processes", "dask"] = "serial"
     workers: int = Field(2, ge=1, le=MAX_WORKERS)
     address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
 
@@ -187,6 +210,11 @@ class ExecutorConfig(BaseModel):
         if address is not None and (not DASK_ADDRESS.fullmatch(address) or int(address.rsplit(":", 1)[1]) > 65535):
             raise ValueError("must be a scheduler address such as tcp://host:8786")
         return address
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_field(data, "executor", "kind", "type")
 
 
 class SweepAxis(BaseModel):
@@ -291,7 +319,7 @@ def build_churn(config: BaseModel) -> Churn:
 
 def build_estimator(audit: BaseModel) -> Estimator:
     """The registered estimator the audit names, configured from its settings."""
-    cls = estimator_for(audit.method, audit.threshold)
+    cls = estimator_for(audit.method, audit.threshold_rule)
     return cls(**{name: getattr(audit, name) for name in estimator_settings(cls)})
 
 

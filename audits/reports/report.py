@@ -58,7 +58,7 @@ def _test_dict(test, claim) -> dict:
         "alpha": bound["alpha"],
         "ceiling": bound["ceiling"],
         "method": bound["method"],
-        "threshold_strategy": bound.get("strategy", "guesses"),
+        "threshold_strategy": bound.get("threshold_rule", "guesses"),  # the key of schema_version 2
         "tightness": bound["epsilon_lb"] / claim.epsilon if 0 < claim.epsilon < math.inf else None,
         "p_value": test.p_value,
         "holm_adjusted_p_value": test.adjusted_p_value,
@@ -185,7 +185,7 @@ def write_trials_csv(tests, path: Path) -> None:
             add(test, test.worlds, np.full(test.scores.size, 2), test.scores)
             continue
         n = test.scores.shape[1]
-        n_sel = [n - test.bound.n_neg, n - test.bound.n_pos] if test.bound.strategy == "split" else [0, 0]
+        n_sel = [n - test.bound.n_neg, n - test.bound.n_pos] if test.bound.threshold_rule == "split" else [0, 0]
         for world in (0, 1):
             add(test, np.full(n, world), (np.arange(n) >= n_sel[world]).astype(np.int64), test.scores[world])
     merged = {key: np.concatenate(value) for key, value in columns.items()}

@@ -50,7 +50,7 @@ def split_epsilon_bound(
     return heldout_epsilon_bound(*_split_sample(s0, s1, selection_fraction, rng), alpha, delta)
 
 def _counted_bound(scores0: np.ndarray, scores1: np.ndarray, threshold: float, direction: int, alpha: float,
-                   delta: float, strategy: str, test_alpha: float | None = None) -> BoundResult:
+                   delta: float, threshold_rule: str, test_alpha: float | None = None) -> BoundResult:
     """The Clopper–Pearson bound of one fixed test counted on ``scores0``/``scores1``.
 
     ``test_alpha`` is the level the test is counted at when it differs from the family's ``alpha``
@@ -64,7 +64,7 @@ def _counted_bound(scores0: np.ndarray, scores1: np.ndarray, threshold: float, d
         ceiling=float(ceiling(scores0.size, scores1.size, test_alpha, delta)),
         alpha=float(alpha), delta=float(delta), method="clopper-pearson", threshold=float(threshold),
         direction=int(direction), false_pos=fp, n_neg=int(scores0.size), false_neg=fn,
-        n_pos=int(scores1.size), strategy=strategy)
+        n_pos=int(scores1.size), threshold_rule=threshold_rule)
 
 
 def heldout_epsilon_bound(

@@ -8,10 +8,11 @@ runs in world 0 and in world 1: the distinguishing game) and ``canaries`` (one
 score per canary and its secret world: the one-run game).
 
 One vocabulary: ``class X(Estimator, kind="k")`` registers X in ``ESTIMATORS``;
-its ``method`` (the bound's family) and ``threshold`` (how its test is chosen;
-None: it chooses none) are the names a scenario's ``audit.method`` /
-``audit.threshold`` and a report's ``method`` / ``strategy`` use, so
-:func:`estimator_for` maps a scenario's pair to the one registered kind.
+its ``method`` (the bound's family) and ``threshold_rule`` (how its test's
+threshold is chosen; None: it chooses none) are the names a scenario's
+``audit.method`` / ``audit.threshold_rule`` and a report's ``method`` /
+``threshold_strategy`` use, so :func:`estimator_for` maps a scenario's pair to
+the one registered kind. ``threshold`` alone is always a number: the cut.
 """
 from __future__ import annotations
 
@@ -84,8 +85,8 @@ class Estimate:
         return self.bound.method
 
     @property
-    def strategy(self) -> str:
-        return getattr(self.bound, "strategy", "guesses")
+    def threshold_rule(self) -> str:
+        return getattr(self.bound, "threshold_rule", "guesses")
 
     def to_dict(self) -> dict:
         return self.bound.to_dict() | {"p_value": self.p_value, "optimal_epsilon_lb": self.optimal,
@@ -97,9 +98,9 @@ class Estimator(ABC):
 
     #: the registered name (``class X(Estimator, kind="x")`` sets it and registers X in ``ESTIMATORS``)
     kind: ClassVar[str] = ""
-    #: the bound's family and how the test is chosen: a scenario's ``audit.method`` / ``audit.threshold``
+    #: the bound's family and how the test is chosen: a scenario's ``audit.method`` / ``audit.threshold_rule``
     method: ClassVar[str] = "clopper-pearson"
-    threshold: ClassVar[str | None] = None
+    threshold_rule: ClassVar[str | None] = None
     input: ClassVar[Literal["pairs", "canaries"]] = "pairs"
     #: what the bound assumes: exactly ``ANY_MECHANISM`` when it holds whatever the score distributions,
     #: else words naming the assumption (a figure resting on one is an estimate unless the mechanism
@@ -155,7 +156,7 @@ def _no_ranking(scores: np.ndarray) -> bool:
 class ClopperPearsonSplit(Estimator, kind="split"):
     """Clopper–Pearson: the threshold chosen on ``selection_fraction`` of the runs, the bound on the rest."""
 
-    threshold: ClassVar[str] = "split"
+    threshold_rule: ClassVar[str] = "split"
     selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
     def estimate(self, scores, worlds, claim, alpha):
@@ -170,7 +171,7 @@ class ClopperPearsonSplit(Estimator, kind="split"):
 class Bonferroni(Estimator, kind="bonferroni"):
     """Clopper–Pearson over a threshold grid fixed in advance, Bonferroni-corrected; uses every run."""
 
-    threshold: ClassVar[str] = "bonferroni"
+    threshold_rule: ClassVar[str] = "bonferroni"
     test_params: ClassVar[dict[str, Any]] = {"score_range": (-3.0, 3.0)}
     thresholds: Annotated[Annotated[list[float], MinLen(1)] | None,
                           Field(description="bonferroni: the fixed threshold grid")] = None
@@ -180,7 +181,7 @@ class Bonferroni(Estimator, kind="bonferroni"):
 
     def __post_init__(self) -> None:
         if self.thresholds is None and self.score_range is None:
-            raise EstimatorError("thresholds", "threshold: bonferroni needs a grid fixed in advance: "
+            raise EstimatorError("thresholds", "threshold_rule: bonferroni needs a grid fixed in advance: "
                                                "thresholds or score_range")
         if self.score_range is not None and not self.score_range[0] < self.score_range[1]:
             raise EstimatorError("score_range", "must be [low, high] with low < high")
@@ -198,14 +199,14 @@ class Bonferroni(Estimator, kind="bonferroni"):
 class Explicit(Estimator, kind="explicit"):
     """Clopper–Pearson for one test (threshold and direction) fixed in advance; uses every run."""
 
-    threshold: ClassVar[str] = "explicit"
+    threshold_rule: ClassVar[str] = "explicit"
     test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
     threshold_value: THRESHOLD_VALUE = None
     direction: DIRECTION = 1
 
     def __post_init__(self) -> None:
         if self.threshold_value is None:
-            raise EstimatorError("threshold_value", "required with threshold: explicit")
+            raise EstimatorError("threshold_value", "required with threshold_rule: explicit")
 
     def estimate(self, scores, worlds, claim, alpha):
         bound = bounds.fixed_threshold_epsilon_bound(scores[0], scores[1], self.threshold_value, self.direction,
@@ -226,7 +227,7 @@ class GaussianDP(Estimator, kind="gdp"):
 
     method: ClassVar[str] = "gdp"
     valid_for: ClassVar[str] = GAUSSIAN_DP
-    threshold: ClassVar[str] = "split"
+    threshold_rule: ClassVar[str] = "split"
     selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
     def refusal(self, claim: PrivacyClaim) -> str | None:
@@ -257,7 +258,7 @@ class GaussianDPExplicit(Estimator, kind="gdp-explicit"):
 
     method: ClassVar[str] = "gdp"
     valid_for: ClassVar[str] = GAUSSIAN_DP
-    threshold: ClassVar[str] = "explicit"
+    threshold_rule: ClassVar[str] = "explicit"
     test_params: ClassVar[dict[str, Any]] = {"threshold_value": 0.0}
     threshold_value: THRESHOLD_VALUE = None
     direction: DIRECTION = 1
@@ -265,7 +266,7 @@ class GaussianDPExplicit(Estimator, kind="gdp-explicit"):
 
     def __post_init__(self) -> None:
         if self.threshold_value is None:
-            raise EstimatorError("threshold_value", "required with threshold: explicit")
+            raise EstimatorError("threshold_value", "required with threshold_rule: explicit")
 
     def estimate(self, scores, worlds, claim, alpha):
         self.require(claim)
@@ -380,15 +381,15 @@ class GaussFit(Estimator, kind="gauss-fit"):
                         _no_ranking(scores) or bound.model_rejected)
 
 
-def estimator_for(method: str, threshold: str) -> type[Estimator]:
-    """The registered estimator of a scenario's ``(method, threshold)``: its ``method``, and its ``threshold``
-    unless it chooses none."""
+def estimator_for(method: str, threshold_rule: str) -> type[Estimator]:
+    """The registered estimator of a scenario's ``(method, threshold_rule)``: its ``method``, and its
+    ``threshold_rule`` unless it chooses none."""
     for cls in ESTIMATORS.values():
-        if cls.method == method and cls.threshold in (None, threshold):
+        if cls.method == method and cls.threshold_rule in (None, threshold_rule):
             return cls
     named = [cls for cls in ESTIMATORS.values() if cls.method == method]
     if named:
-        raise EstimatorError("threshold", f"the {method} method chooses its threshold by {named[0].threshold}")
+        raise EstimatorError("threshold_rule", f"the {method} method chooses its threshold by {named[0].threshold_rule}")
     raise EstimatorError("method", f"unknown method {method!r}; registered: {', '.join(methods())}")
 
 
@@ -397,9 +398,9 @@ def methods() -> list[str]:
     return list(dict.fromkeys(cls.method for cls in ESTIMATORS.values()))
 
 
-def thresholds() -> list[str]:
-    """Every ``audit.threshold`` a registered estimator answers to."""
-    return list(dict.fromkeys(cls.threshold for cls in ESTIMATORS.values() if cls.threshold is not None))
+def threshold_rules() -> list[str]:
+    """Every ``audit.threshold_rule`` a registered estimator answers to."""
+    return list(dict.fromkeys(cls.threshold_rule for cls in ESTIMATORS.values() if cls.threshold_rule is not None))
 
 
 def estimator_settings(cls: type[Estimator]) -> list[str]:

@@ -203,7 +203,7 @@ def fixed_threshold_gdp_bound(scores0, scores1, threshold: float, direction: int
                               direction, alpha, delta, "explicit")
 
 
-def _counted_gdp_bound(e0, e1, threshold, direction, alpha, delta, strategy: str) -> BoundResult:
+def _counted_gdp_bound(e0, e1, threshold, direction, alpha, delta, threshold_rule: str) -> BoundResult:
     fp, fn = threshold_counts(e0, e1, np.array([float(threshold)]), direction)
     fp, fn = int(fp[0]), int(fn[0])
     mu_lb = float(gdp_mu_lower_bound(fp, e0.size, fn, e1.size, alpha))
@@ -220,7 +220,7 @@ def _counted_gdp_bound(e0, e1, threshold, direction, alpha, delta, strategy: str
         n_neg=int(e0.size),
         false_neg=fn,
         n_pos=int(e1.size),
-        strategy=strategy,
+        threshold_rule=threshold_rule,
         mu_lb=mu_lb,
         mu_ceiling=mu_ceiling,
     )

@@ -195,8 +195,8 @@ def ceiling(n_neg, n_pos, alpha: float, delta=0.0) -> float | np.ndarray:
 class BoundResult:
     """An ε lower bound with its confidence, ceiling and the test that produced it.
 
-    ``method`` is ``"clopper-pearson"`` or ``"gdp"``; ``strategy`` says how the
-    test was fixed: ``"split"`` (chosen on held-out runs), ``"bonferroni"``
+    ``method`` is ``"clopper-pearson"`` or ``"gdp"``; ``threshold_rule`` says how the
+    test's threshold was fixed: ``"split"`` (chosen on held-out runs), ``"bonferroni"``
     (best of a data-independent grid, corrected) or ``"explicit"`` (given).
     For ``method="gdp"`` the ε figures are Gaussian-DP conversions of the
     μ bounds ``mu_lb``/``mu_ceiling`` at ``delta``.
@@ -213,7 +213,7 @@ class BoundResult:
     n_neg: int
     false_neg: int
     n_pos: int
-    strategy: str = "split"
+    threshold_rule: str = "split"
     mu_lb: float | None = None
     mu_ceiling: float | None = None
 
@@ -231,5 +231,5 @@ class BoundResult:
             d[key] = int(d[key])
         t = float(self.threshold)
         d["threshold"] = t if math.isfinite(t) else ("inf" if t > 0 else "-inf")
-        d["method"], d["strategy"] = str(self.method), str(self.strategy)
+        d["method"], d["threshold_rule"] = str(self.method), str(self.threshold_rule)
         return d
