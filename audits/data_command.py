@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
     fetch.add_argument("--dir", type=Path, metavar="D", help=f"write it to D instead of the cache "
                                                              f"({datasets.cache_dir()})")
     fetch.add_argument("--timeout", type=float, default=10.0, help="seconds per network attempt (default 10)")
+    fetch.add_argument("--mirror", metavar="URL", help="a mirror of the publisher's archives (https://, http:// or "
+                                                       f"file://), instead of the publisher (or ${datasets.MIRROR_ENV})")
     info = what.add_parser("info", help="format, size and rating levels of a ratings file")
     info.add_argument("file", type=Path)
     info.add_argument("--format", default="auto", help="the file's format (default: detected)")
@@ -31,25 +33,31 @@ def run(args: argparse.Namespace, log) -> int:
     """Exit 0, or 2 with one line on stderr (``DataError``; a bad file is reported by the caller)."""
     if args.data_command == "list":
         for data in datasets.DATASETS.values():
-            try:
-                where = f"cached at {datasets.find(data.name)}"
-            except datasets.DataError:
+            path = datasets.target(data.name)
+            if not path.is_file():
                 where = "not fetched"
-            print(f"{data.name}: {data.description}; {where}")
+            else:
+                try:
+                    where = f"fetched: {datasets.find(data.name)}"
+                except datasets.DataError:
+                    where = f"corrupted: {path} (fetch it again)"
+            size = f"download about {data.download_mb:g} MB" if data.download_mb else "download under 5 MB"
+            print(f"{data.name}: {data.description}; {size}; {where}")
             print(f"  sources: {'; then '.join(s.describe() for s in data.sources)}")
             print(f"  licence: {data.licence}")
         return 0
     if args.data_command == "fetch":
         started = time.perf_counter()
         try:
-            path, cached = datasets.fetch(args.name, args.dir, args.timeout, log=log)
+            path, cached = datasets.fetch(args.name, args.dir, args.timeout, log=log, mirror=args.mirror)
         except datasets.DataError as exc:
             print(f"recaudit data fetch: {exc}", file=sys.stderr)
             return 2
         data = datasets.dataset(args.name)
         state = "cache hit" if cached else f"fetched in {time.perf_counter() - started:.1f} s"
-        print(f"{path} ({state}; SHA-256 verified: {data.ratings:,} ratings, {data.users:,} users, "
-              f"{data.items:,} items)")
+        check = "SHA-256 verified" if data.sha256 else "publisher's MD5 and rating count verified, SHA-256 recorded"
+        print(f"{path} ({state}; {check}: {data.ratings:,} ratings, {data.users:,} users, {data.items:,} items)")
+        print(f"licence: {data.licence}")
         return 0
     return _info(args.file, args.format)
 
@@ -68,7 +76,8 @@ def _info(path: Path, format: str) -> int:
     counts = np.diff(table.indptr)
     levels = np.unique(table.data)
     digest = datasets.sha256(path)
-    known = [d.name for d in datasets.DATASETS.values() if d.sha256 == digest]
+    known = [d.name for d in datasets.DATASETS.values()
+             if datasets.expected_sha256(d, datasets.target(d.name)) == digest]
     shown = ", ".join(f"{v:g}" for v in levels) if levels.size <= 12 else f"{levels.size} values"
     print(f"{path}: {table.nnz:,} ratings, {table.shape[0]:,} users, {table.shape[1]:,} items "
           f"(density {table.nnz / max(table.shape[0] * table.shape[1], 1):.4f})")

@@ -20,9 +20,9 @@ from recaudit.mechanisms import ParameterError
 from .rating_tables import UDATA_NAMES
 
 #: every format a ratings file may be read as (``auto``: told apart from its first line)
-FORMATS = ("auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv")
+FORMATS = ("auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv", "netflix")
 #: the ``format`` field of the populations that read ratings files
-RatingsFormat = Literal["auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv"]
+RatingsFormat = Literal["auto", "udata", "ratings_csv", "ratings_dat", "inter", "csv", "netflix"]
 _CHUNK_ROWS = 1_000_000  # rows per chunk when locating a bad line (bounded memory on huge files)
 _BLOCK_BYTES = 1 << 24
 
@@ -123,8 +123,10 @@ def _layout(path: Path, fmt: str) -> _Layout:
     except UnicodeDecodeError:
         raise RatingsFileError(path, "not UTF-8 text", 1) from None
     if fmt == "auto":
-        fmt = ("ratings_dat" if "::" in text else "inter" if _TYPED.match(text) else "udata" if "\t" in text
+        fmt = ("netflix" if NETFLIX_HEADER.match(text) else "ratings_dat" if "::" in text else "inter" if _TYPED.match(text) else "udata" if "\t" in text
                else _csv_kind(path, text))
+    if fmt == "netflix":  # read by netflix_format.read_netflix
+        return _Layout(fmt, ",", False, ("user", "item", "rating"), "user", "item", "rating")
     if fmt in ("udata", "ratings_dat"):
         return _Layout(fmt, "\t" if fmt == "udata" else "::", False, UDATA_NAMES, "user", "item", "rating")
     if fmt == "inter":
@@ -135,6 +137,8 @@ def _layout(path: Path, fmt: str) -> _Layout:
     return _named_layout(path, fmt, ",", names, need, text)
 
 
+#: the first line of a Netflix-prize file: a movie's header, ``MOVIE:``
+NETFLIX_HEADER = re.compile(r"^\d+:\s*$")
 #: RecBole's typed header: ``name:type`` fields, tab-separated
 _TYPED = re.compile(r"^[^\t:]+:(token|float|token_seq|float_seq)(\t|$)")
 

@@ -9,7 +9,9 @@ Formats (``format``; ``auto`` tells them apart from the first line):
 * ``inter``: RecBole's atomic ``.inter`` files: a typed tab-separated header (``user_id:token
   item_id:token rating:float ...``); ids are read as integers when they all are, else as text;
 * ``csv``: the project's own: a header naming ``user``, ``item`` and ``rating`` (any order, other
-  columns allowed); ids may be any text.
+  columns allowed); ids may be any text;
+* ``netflix``: the Netflix prize's per-movie blocks, ``MOVIE:`` then ``CUSTOMER,RATING,DATE`` lines
+  (``netflix_format``).
 
 The file is parsed once by pandas' C parser with explicit dtypes; when that fails, or a check
 on the parsed table fails, the offending line is located and named (``file:line: column:
@@ -36,6 +38,7 @@ from recaudit.mechanisms import ParameterError, UserBatch
 from .rating_formats import (FORMATS, MAX_PROBLEM_CHARS, RatingsFileError, RatingsFormat,  # noqa: F401
                              _checked, _layout, _locate, _read, _refuse_duplicates, _refuse_rows, check_readable,
                              max_bytes, ratings_limit)
+from .netflix_format import read_netflix
 from .rating_tables import (UDATA_NAMES, _entries, capped, held_out, hold_out_per_user,  # noqa: F401
                             split_ratings, withhold, write_population_file, write_ratings)
 
@@ -91,10 +94,13 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
         raise ParameterError("format", f"must be one of {', '.join(FORMATS)}")
     check_readable(path)
     layout = _layout(path, format)
-    try:
-        frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # csv: infer id types over whole columns
-    except Exception:  # noqa: BLE001 -- any parser failure is located and named by the slow pass
-        raise _locate(path, layout) from None
+    if layout.format == "netflix":
+        frame = pd.DataFrame(dict(zip(("user", "item", "rating"), read_netflix(path))))
+    else:
+        try:
+            frame = _read(path, layout, dtype=layout.dtypes(), low_memory=layout.int_ids)  # csv: infer id types
+        except Exception:  # noqa: BLE001 -- any parser failure is located and named by the slow pass
+            raise _locate(path, layout) from None
     if frame.empty:
         raise RatingsFileError(path, "no ratings" + (" after the header" if layout.header else ""))
     if frame[_checked(layout)].isna().to_numpy().any():
@@ -111,6 +117,10 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
     order = np.argsort(key)
     key = key[order]
     if (key[1:] == key[:-1]).any():
+        if layout.format == "netflix":  # no line numbers kept for the prize's 100M ratings
+            at = order[np.flatnonzero(key[1:] == key[:-1])[0]]
+            raise RatingsFileError(path, f"duplicate rating of movie {item_ids[items[at]]} by customer "
+                                         f"{user_ids[users[at]]}; each (customer, movie) pair may appear once")
         _refuse_duplicates(path, layout, users, items, user_ids, item_ids)
     del key
     indptr = np.concatenate(([0], np.cumsum(np.bincount(users, minlength=len(user_ids)))))
