@@ -151,8 +151,9 @@ def _parser() -> argparse.ArgumentParser:
                                      "file:line: path: message.")
     val.add_argument("scenarios", type=Path, nargs="+", metavar="SCENARIO", help="scenario YAML files")
     sub.add_parser("scenarios", help="list the shipped scenarios (run one by name: recaudit run quickstart)",
-                   description="The scenarios shipped with recaudit, each with its description; `recaudit run "
-                               "NAME` runs one from any folder, `recaudit init NAME` copies it out to edit.")
+                   description="The scenarios shipped with recaudit, each with the command that runs it (run, "
+                               "sweep or grid; a study runs with run) and its description; `recaudit run NAME` "
+                               "runs one from any folder, `recaudit init NAME` copies it out to edit.")
     init = sub.add_parser("init", help="copy a shipped scenario (and the scenario JSON Schema) out, to edit",
                           description="Write the shipped scenario NAME to NAME.yaml (or --out), with a first line "
                                       "pointing editors at scenario.schema.json, written beside it.")
@@ -198,6 +199,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace):
     from .language.scenario import command_problems, load_scenario
 
+    given = args.scenario
     try:
         args.scenario = resolve(args.scenario)
         scenario = load_scenario(args.scenario)
@@ -213,6 +215,11 @@ def _load(args: argparse.Namespace):
                   f"itself)", file=sys.stderr)
             return None
         return scenario
+    needs = "sweep" if scenario.sweep is not None else "grid" if scenario.grid is not None else "run"
+    if args.command == "run" and needs != "run":  # `run` would audit its base point only, and say nothing
+        print(one_line(f"{given}: {needs}: a {needs} scenario runs with 'recaudit {needs} {given}' ('recaudit run' "
+                       "runs one audit)"), file=sys.stderr)
+        return None
     if args.executor or args.workers or getattr(args, "full", False):  # the scenario as written was checked
         flags = " ".join(f for f, on in (("--executor", args.executor), ("--workers", args.workers),
                                          ("--full", getattr(args, "full", False))) if on)

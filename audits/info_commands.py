@@ -45,12 +45,15 @@ def _cmd_list() -> int:
 
 
 def _cmd_scenarios() -> int:
-    from .language.shipped import description, shipped_scenarios
+    from .language.shipped import command, description, is_study, shipped_scenarios
 
     shipped = shipped_scenarios()
     width = max(map(len, shipped), default=0) + 2
+    commands = {name: f"recaudit {command(path)}" for name, path in shipped.items()}
+    room = max(map(len, commands.values()), default=0) + 2
     for name, path in shipped.items():
-        print(f"{name:<{width}}{description(path)}")
+        what = "a study: " if is_study(path) else ""
+        print(f"{name:<{width}}{commands[name]:<{room}}{what}{description(path)}")
     return EXIT_OK
 
 

@@ -40,6 +40,30 @@ def resolve(argument: str | Path) -> Path:
     return path  # a path: the loader reports it missing
 
 
+def command(path: Path) -> str:
+    """The command that runs a scenario file, read from its top-level keys without validating it: ``sweep``
+    (a ``sweep`` block), ``grid`` (a ``grid`` block), ``run`` (one audit, or a ``study``: it iterates by itself)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return "run"
+    data = data if isinstance(data, dict) else {}
+    return "sweep" if data.get("sweep") else "grid" if data.get("grid") else "run"
+
+
+def is_study(path: Path) -> bool:
+    """Whether a scenario file names a ``study`` (read without validating it)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "study" in data
+
+
 def description(path: Path) -> str:
     """What a scenario file is, in one sentence of plain text: the first sentence of its ``description``, or of
     its leading comment lines, without validating the whole file."""
