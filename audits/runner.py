@@ -34,7 +34,7 @@ from .designs.base import saved_scores
 from .executors import open_executor
 from .language.limits import GIB
 from .language.scenario import Scenario, build, build_estimator, build_schedule
-from .store import Progress, hold_folder
+from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
 from .stats.reach import pair_reach
@@ -173,7 +173,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: 
     progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, resume,
                         warn=report)
     if out_dir and not resume:  # the folder's old report no longer matches its score store
-        (out_dir / "report.json").unlink(missing_ok=True)
+        remove_owned(out_dir / "report.json")
     report(f"design {design.kind}: {cfg.trials} {'canaries' if design.produces == 'canaries' else 'trials per world'}"
            f" ({executor_type})")
     output = design.scores(job, policy, cfg.targets, cfg.trials, cfg.block_size, transcript, executor,

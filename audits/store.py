@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -23,11 +24,15 @@ from filelock import FileLock, Timeout
 
 from recaudit.core.errors import BadInput
 
-from .stats.coded import CodedScores, is_code_table
+from .store_codes import CodedScores, decoded as _decoded, encoded as _encoded
 
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)
 OWNER_NAME = ".recaudit.pid"  # the holder's pid, for the message a second run gets
+#: every file the store wrote into a held folder, one JSON string (its path under the folder) a line, appended
+#: before the file is made: clean-up removes only what is listed there (a user's own files are never touched)
+MANIFEST_NAME = ".recaudit-manifest"
+_TEMPORARY = re.compile(r"^\.(.+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -37,6 +42,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     leftover draws another): 0.13 ms a file here, against 0.21 through ``tempfile.NamedTemporaryFile``.
     """
     path = Path(path)
+    _record(path)
     while True:
         temporary = path.parent / f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
         try:
@@ -72,13 +78,91 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def remove_temporaries(directory: Path) -> int:
-    """Delete temporaries left by killed writers in ``directory`` (hold its lock first); returns how many."""
+    """Delete the temporaries left by killed writers of this folder's files in ``directory`` (hold the folder
+    first): only those of files its manifest lists; returns how many."""
     removed = 0
     for leftover in Path(directory).glob(f".*{TEMP_SUFFIX}"):
-        with contextlib.suppress(FileNotFoundError):
-            leftover.unlink()
-            removed += 1
+        match = _TEMPORARY.match(leftover.name)
+        if match and owned(leftover.parent / match.group(1)):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+                removed += 1
     return removed
+
+
+def owned(path: Path) -> bool:
+    """Whether ``path`` is a file a run wrote into the held folder it lies in (listed in its manifest)."""
+    found = _manifest_of(Path(path))
+    return found is not None and found[1] in found[0].files
+
+
+def remove_owned(path: Path) -> bool:
+    """Delete ``path`` if a run wrote it (:func:`owned`); a file of anyone else's stays. Returns whether removed."""
+    if not owned(path):
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        Path(path).unlink()
+    return True
+
+
+class _Manifest:
+    """The files a held folder's runs wrote (``MANIFEST_NAME``), read once when held, appended as they grow."""
+
+    def __init__(self, root: Path):
+        self.root, self.files = root, set()
+        try:
+            lines = (root / MANIFEST_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            with contextlib.suppress(ValueError):  # a torn last line (a killed append) names nothing
+                name = json.loads(line)
+                if isinstance(name, str):
+                    self.files.add(name)
+
+    def add(self, relative: str) -> None:
+        if relative not in self.files:
+            with open(self.root / MANIFEST_NAME, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(relative) + "\n")
+            self.files.add(relative)
+
+    def adopt_legacy(self) -> None:
+        """A folder written before manifests (it has ``OWNER_NAME``): what those versions cleaned up is theirs."""
+        names = [LOCK_NAME, OWNER_NAME, "report.json"]
+        for sub in ("progress", "progress-sweep"):
+            names += [f"{sub}/{p.name}" for p in (self.root / sub).glob("*.npz")]
+            names += [f"{sub}/{p.name}" for p in (self.root / sub).glob("*.json")]
+        for name in names:
+            if (self.root / name).exists():
+                self.add(name)
+
+
+_manifests: dict[Path, _Manifest] = {}  # folder of a written file -> the held folder's manifest
+
+
+def _manifest_of(path: Path) -> tuple[_Manifest, str] | None:
+    """The manifest of the innermost held folder ``path`` lies in, and ``path`` relative to it."""
+    if not _held:
+        return None
+    try:
+        parent = path.parent.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for folder in (parent, *parent.parents):
+        if folder in _held:
+            return _held[folder][2], (parent / path.name).relative_to(folder).as_posix()
+    return None
+
+
+def _record(path: Path) -> None:
+    found = _manifest_of(path)
+    if found is not None:
+        found[0].add(found[1])
+
+
+def is_run_folder(directory: Path) -> bool:
+    """Whether ``directory`` was written by recaudit (a manifest, or a lock or owner file of older versions)."""
+    return any((directory / name).exists() for name in (MANIFEST_NAME, LOCK_NAME, OWNER_NAME))
 
 
 class FolderBusy(BadInput, RuntimeError):
@@ -89,7 +173,11 @@ class FolderUnusable(BadInput, RuntimeError):
     """The output folder cannot be created or written."""
 
 
-_held: dict[Path, list] = {}  # folders this process holds: path -> [lock, depth]
+class FolderForeign(BadInput, RuntimeError):
+    """The output folder holds files that recaudit did not write."""
+
+
+_held: dict[Path, list] = {}  # folders this process holds: path -> [lock, depth, manifest]
 
 
 @contextlib.contextmanager
@@ -98,8 +186,10 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
 
     A second process (or a second run in this one, through another path to the
     same folder after this one released it) gets :class:`FolderBusy` at once;
-    an unusable folder gives :class:`FolderUnusable`. Temporaries left by killed
-    writers are removed once the folder is held.
+    an unusable folder gives :class:`FolderUnusable`; a folder that holds
+    anything and was not written by recaudit (:func:`is_run_folder`) gives
+    :class:`FolderForeign` before anything is written in it. Temporaries left
+    by killed writers of the folder's own files are removed once it is held.
     """
     if directory is None:
         yield
@@ -108,8 +198,13 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         key = directory.resolve()
-    except OSError as exc:
-        raise FolderUnusable(f"{directory}: cannot create the output folder ({exc.strerror or exc})") from None
+        foreign = key not in _held and any(key.iterdir()) and not is_run_folder(key)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, from resolve()
+        reason = getattr(exc, "strerror", None) or exc
+        raise FolderUnusable(f"{directory}: cannot create the output folder ({reason})") from None
+    if foreign:
+        raise FolderForeign(f"{directory}: the folder holds files recaudit did not write; choose an empty or new "
+                            "--out (or the folder of an earlier recaudit run)")
     if key in _held:
         _held[key][1] += 1
         try:
@@ -130,14 +225,16 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
     except OSError as exc:
         raise FolderUnusable(f"{directory}: cannot write in the output folder ({exc.strerror or exc})") from None
     try:
+        manifest = _Manifest(key)
+        if not (key / MANIFEST_NAME).exists() and (key / OWNER_NAME).exists():
+            manifest.adopt_legacy()
+        _held[key] = [lock, 1, manifest]
+        manifest.add(LOCK_NAME)
         write_text(key / OWNER_NAME, str(os.getpid()))
         remove_temporaries(key)
-        _held[key] = [lock, 1]
-        try:
-            yield
-        finally:
-            del _held[key]
+        yield
     finally:
+        _held.pop(key, None)
         lock.release()
 
 
@@ -159,80 +256,20 @@ def _digest_json(data: Any) -> str:
 
 
 _META = "__recaudit_meta__"
-_VALUES = "@values"  # suffix of a coded array's table of distinct values
-_BITS, _SHAPE = "@bits", "@shape"  # suffixes of the codes of a table of two values (or one), packed, and their shape
-
-
-def _coded(array: np.ndarray, limit: int = 255) -> tuple[np.ndarray, np.ndarray] | None:
-    """(uint8 codes, distinct values) that give back ``array`` bit for bit, or None.
-
-    Scores of discrete outputs take a handful of values: stored as codes a block is 8 times smaller, so
-    checksumming and writing it cost less than computing it. The distinct values are read off an evenly
-    strided sample and then checked against every element (bit patterns, so -0.0 and NaNs survive).
-    """
-    if array.dtype.kind != "f" or array.size < 1024:
-        return None
-    flat = array.reshape(-1)
-    values = np.unique(flat[::max(1, flat.size // 512)])
-    if values.size > limit:
-        return None
-    if values.size <= 8:  # a few comparisons beat a binary search per element
-        codes = np.zeros(flat.size, np.uint8)
-        for value in values[1:]:
-            codes += flat >= value
-    else:
-        codes = np.minimum(np.searchsorted(values, flat), values.size - 1)
-    bits = f"i{array.itemsize}"
-    if not np.array_equal(values[codes].view(bits), flat.view(bits)):
-        return None
-    return codes.astype(np.uint8).reshape(array.shape), values
-
-
-def _encoded(arrays: dict) -> dict[str, np.ndarray]:
-    out = {}
-    for name, array in arrays.items():
-        coded = (array.codes, array.values) if isinstance(array, CodedScores) else _coded(np.asarray(array))
-        if coded is None:
-            out[name] = array
-        elif coded[1].size <= 2:  # codes of two values are bits: eight to a byte
-            out |= {name + _BITS: np.packbits(coded[0].reshape(-1), bitorder="little"),
-                    name + _SHAPE: np.array(coded[0].shape, np.int64), name + _VALUES: coded[1]}
-        else:
-            out |= {name: coded[0], name + _VALUES: coded[1]}
-    return out
-
-
-def _decoded(arrays: dict[str, np.ndarray], keep_codes: tuple[str, ...] = ()) -> dict:
-    """The arrays as saved; coded ones decoded, except those named in ``keep_codes`` whose table is a
-    :class:`CodedScores` table (ascending, no NaN): those stay coded."""
-    out = {}
-    for key, array in arrays.items():
-        if key.endswith(_BITS):
-            name, shape = key[:-len(_BITS)], tuple(arrays[key[:-len(_BITS)] + _SHAPE])
-            array = np.unpackbits(array, count=int(np.prod(shape)), bitorder="little").reshape(shape)
-        elif key.endswith((_VALUES, _SHAPE)):
-            continue
-        else:
-            name = key
-        values = arrays.get(name + _VALUES)
-        if values is None:
-            out[name] = array
-        elif name in keep_codes and array.dtype == np.uint8 and is_code_table(values):
-            out[name] = CodedScores(array, values)
-        else:
-            out[name] = values[array]
-    return out
-
-
-
 class Progress:
     """Finished units of work (trial blocks, sweep tasks) on disk, keyed by what determines them.
 
     ``key`` (e.g. the scenario's fingerprint) is stamped in the folder and in
-    every unit with a checksum of the unit's content. With ``resume`` a folder
-    stamped with another key is an error; without it old units are removed.
-    A unit that cannot be read, fails its checksum or carries another stamp is
-    not reused: ``warn`` gets one line and the caller recomputes it.
+    every unit, with the unit's identity (which unit it is: its name by
+    default, or what the caller says, e.g. a block's target, block range and
+    seed stream) and a checksum of the stamp, the identity and the content.
+    With ``resume`` a folder stamped with another key is an error; without it
+    the old units this folder's runs wrote are removed (nothing else).
+    A unit that cannot be read, fails its checksum, carries another stamp or
+    another identity (a file copied over another) is not reused: ``warn``
+    gets one line and the caller recomputes it. Units saved before units
+    carried their identity (layout 1) are read only by :meth:`saved` (reports
+    rebuilt from a folder); a run recomputes them.
     The folder must be held (:func:`hold_folder`) while a Progress writes to it.
     """
 
@@ -241,6 +278,7 @@ class Progress:
         self.directory = directory
         self.stamp = _digest_json(key)
         self.warn = warn
+        self.read_only = False
         if directory is None:
             return
         directory.mkdir(parents=True, exist_ok=True)
@@ -255,7 +293,7 @@ class Progress:
                 write_json(stamp, key)
         else:
             for old in [*directory.glob("*.npz"), *directory.glob("*.json")]:
-                old.unlink()
+                remove_owned(old)
             write_json(stamp, key)
 
     @classmethod
@@ -270,6 +308,7 @@ class Progress:
             key = None
         progress = cls(None, key, resume=False, warn=warn)
         progress.directory = directory
+        progress.read_only = True
         return progress
 
     def _read_stamp(self, stamp: Path) -> Any:
@@ -285,9 +324,33 @@ class Progress:
     def _refuse(self, path: Path, why: str) -> None:
         self.warn(f"{path}: {why}; recomputing it")
 
-    def load_arrays(self, name: str, keep_codes: tuple[str, ...] = ()) -> dict | None:
-        """The saved unit ``name``, or None when absent, unreadable, corrupt or foreign; the arrays named in
-        ``keep_codes`` come back as :class:`CodedScores` when the store coded them."""
+    def _checked(self, path: Path, meta: dict, content_digest: str, identities: list[dict], what: str) -> bool:
+        """Whether a unit's stamp, identity and checksum are those expected (else one warning)."""
+        if meta.get("stamp") != self.stamp:
+            self._refuse(path, f"saved {what} belongs to another scenario")
+            return False
+        identity = meta.get("identity")
+        if identity is None:  # layout 1: the checksum covers the content only
+            if meta.get("sha256") != content_digest:
+                self._refuse(path, f"saved {what} fails its checksum")
+                return False
+            if not self.read_only:
+                self._refuse(path, f"saved {what} does not record which {what} it is (an earlier recaudit)")
+                return False
+            return True
+        if meta.get("sha256") != _digest_json([self.stamp, identity, content_digest]):
+            self._refuse(path, f"saved {what} fails its checksum")
+            return False
+        if not any(all(identity.get(k) == v for k, v in expected.items()) for expected in identities):
+            self._refuse(path, f"saved {what} is {_describe(identity)}, not {_describe(identities[0])}")
+            return False
+        return True
+
+    def load_arrays(self, name: str, keep_codes: tuple[str, ...] = (), identity: dict | list[dict] | None = None
+                    ) -> dict | None:
+        """The saved unit ``name``, or None when absent, unreadable, corrupt, foreign or another unit (its saved
+        identity differs from ``identity``, default ``{"unit": name}``, in a key ``identity`` gives; a list: any
+        of them); the arrays named in ``keep_codes`` come back as :class:`CodedScores` when the store coded them."""
         path = self._path(name, ".npz") if self.directory is not None else None
         if path is None or not path.exists():
             return None
@@ -298,41 +361,52 @@ class Progress:
         except Exception as exc:  # any damage to the file means it is not reused
             self._refuse(path, f"unreadable saved block ({type(exc).__name__})")
             return None
-        if meta.get("stamp") != self.stamp:
-            self._refuse(path, "saved block belongs to another scenario")
-            return None
-        if meta.get("sha256") != _digest_arrays(arrays):
-            self._refuse(path, "saved block fails its checksum")
+        if not isinstance(meta, dict) or not self._checked(path, meta, _digest_arrays(arrays),
+                                                           _identities(name, identity), "block"):
             return None
         return _decoded(arrays, keep_codes)
 
-    def save_arrays(self, name: str, arrays: dict) -> None:
-        """Save the unit ``name``; float arrays of few distinct values are stored as codes (decoded on load),
-        :class:`CodedScores` as their codes and table."""
+    def save_arrays(self, name: str, arrays: dict, identity: dict | None = None) -> None:
+        """Save the unit ``name`` with its ``identity`` (default ``{"unit": name}``); float arrays of few
+        distinct values are stored as codes (decoded on load), :class:`CodedScores` as their codes and table."""
         if self.directory is not None:
             arrays = _encoded(arrays)
-            meta = json.dumps({"stamp": self.stamp, "sha256": _digest_arrays(arrays)})
+            identity = {"unit": name} | (identity or {})
+            meta = json.dumps({"stamp": self.stamp, "identity": identity,
+                               "sha256": _digest_json([self.stamp, identity, _digest_arrays(arrays)])})
             write_arrays(self._path(name, ".npz"), {**arrays, _META: np.array(meta)})
 
-    def load_json(self, name: str) -> Any | None:
+    def load_json(self, name: str, identity: dict | None = None) -> Any | None:
         """Like :meth:`load_arrays`, for JSON units."""
         path = self._path(name, ".json") if self.directory is not None else None
         if path is None or not path.exists():
             return None
         try:
             saved = json.loads(path.read_text())
-            stamp, checksum, data = saved["stamp"], saved["sha256"], saved["data"]
+            data = saved["data"]
+            meta = {k: saved[k] for k in ("stamp", "sha256")} | {"identity": saved.get("identity")}
         except Exception as exc:
             self._refuse(path, f"unreadable saved unit ({type(exc).__name__})")
             return None
-        if stamp != self.stamp:
-            self._refuse(path, "saved unit belongs to another scenario")
-            return None
-        if checksum != _digest_json(data):
-            self._refuse(path, "saved unit fails its checksum")
+        if not self._checked(path, meta, _digest_json(data), _identities(name, identity), "unit"):
             return None
         return data
 
-    def save_json(self, name: str, data: Any) -> None:
+    def save_json(self, name: str, data: Any, identity: dict | None = None) -> None:
         if self.directory is not None:
-            write_json(self._path(name, ".json"), {"stamp": self.stamp, "sha256": _digest_json(data), "data": data})
+            identity = {"unit": name} | (identity or {})
+            write_json(self._path(name, ".json"), {
+                "stamp": self.stamp, "identity": identity,
+                "sha256": _digest_json([self.stamp, identity, _digest_json(data)]), "data": data})
+
+
+def _identities(name: str, identity: dict | list[dict] | None) -> list[dict]:
+    """The identities a unit saved as ``name`` may carry (each may name a part of it: every key it gives must match)."""
+    given = identity if isinstance(identity, list) else [identity or {}]
+    return [{"unit": name} | one for one in given]
+
+
+def _describe(identity: dict) -> str:
+    """A unit's identity in a warning: its name, and its target and blocks when it has them."""
+    parts = [str(identity.get("unit"))] + [f"{k} {identity[k]}" for k in ("target", "blocks") if k in identity]
+    return " ".join(parts)

@@ -36,9 +36,16 @@ def ratings_path(path: Path | None, dataset: str | None) -> Path:
         found = datasets.find(dataset)
     except datasets.DataError as exc:
         raise ParameterError("dataset", str(exc)) from None
-    if path is not None and Path(path).resolve() != found.resolve():
+    if path is not None and not _same_file(Path(path), found):
         raise ParameterError("path", "give either path or dataset, not both")
     return found
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.resolve() == other.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13): not the data set's file
+        return False
 
 
 class _Draws:

@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import functools
 import io
+import os
 import re
 import stat
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ def check_readable(path: Path) -> None:
     try:
         info = path.stat()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise RatingsFileError(path, f"is a link to {os.readlink(path)}, which does not exist") from None
         raise ParameterError("path", f"ratings file not found: {path}") from None
-    except OSError as exc:
+    except OSError as exc:  # ELOOP: a symlink loop; ENOTDIR, EACCES on a folder above it, ...
         raise RatingsFileError(path, f"cannot read it ({exc.strerror or type(exc).__name__})") from None
     if stat.S_ISDIR(info.st_mode):
         raise RatingsFileError(path, "is a directory, not a ratings file")

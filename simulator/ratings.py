@@ -167,7 +167,7 @@ def _cached(path: str, size: int, mtime_ns: int, options: tuple) -> RatingsData:
 def load_ratings_cached(path: Path | str, **options) -> RatingsData:
     """``load_ratings``, remembered for the last two (file, size, mtime, options): validating a
     scenario and then running it parse the file once."""
+    check_readable(Path(path))  # before resolve(): a symlink loop is one line here, not resolve()'s RuntimeError
     path = Path(path).resolve()
-    check_readable(path)
     info = path.stat()
     return _cached(str(path), info.st_size, info.st_mtime_ns, tuple(sorted(options.items())))

@@ -165,8 +165,12 @@ def test_blocks_in_the_previous_npz_layout_are_read(tmp_path):
     arrays = {"scores": codes, "scores@values": np.array([-0.5, 0.5])}
     meta = json.dumps({"stamp": progress.stamp, "sha256": _digest_arrays(arrays)})
     np.savez(tmp_path / "block-000-000000.npz", **arrays, __recaudit_meta__=np.array(meta))
-    back = progress.load_arrays("block-000-000000", keep_codes=("scores",))["scores"]
+    back = Progress.saved(tmp_path).load_arrays("block-000-000000", keep_codes=("scores",))["scores"]
     assert isinstance(back, CodedScores) and back.codes.tobytes() == codes.tobytes()
+    # ... by reports rebuilt from the folder; a run recomputes it (it does not say which block it is)
+    warnings = []
+    progress.warn = warnings.append
+    assert progress.load_arrays("block-000-000000") is None and len(warnings) == 1
     progress.save_arrays("now", {"scores": back})  # saved today: packed, eight codes to a byte
     with np.load(tmp_path / "now.npz") as saved:
         assert saved["scores@bits"].nbytes == codes.size // 8

@@ -373,3 +373,40 @@ def test_a_dask_address_answering_another_protocol_gets_a_clear_line(tmp_path, c
         server.close()
     assert code == 2 and line == f"executor.address: '{address}' answers, but not as a Dask scheduler (another " \
                                  "service listens on that port?)"
+
+
+@pytest.mark.parametrize("trouble, expected", [
+    ("loop", r"r\.csv: cannot read it \(Too many levels of symbolic links\)"),
+    ("dangling", r"r\.csv: is a link to gone\.csv, which does not exist"),
+    ("directory", r"r\.csv: is a directory, not a ratings file"),
+    ("unreadable", r"r\.csv: permission denied"),
+    ("missing", r"ratings file not found: .*r\.csv"),
+    ("under_a_file", r"r\.csv: cannot read it \(Not a directory\)"),
+    ("fifo", r"r\.csv: is not a regular file"),
+])
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_every_kind_of_path_trouble_is_one_line(tmp_path, capsys, monkeypatch, trouble, expected, command):
+    import os
+
+    name = "r.csv"
+    if trouble == "loop":
+        os.symlink("r2.csv", tmp_path / "r.csv")
+        os.symlink("r.csv", tmp_path / "r2.csv")
+    elif trouble == "dangling":
+        os.symlink("gone.csv", tmp_path / "r.csv")
+    elif trouble == "directory":
+        (tmp_path / "r.csv").mkdir()
+    elif trouble == "unreadable":
+        (tmp_path / "r.csv").write_text("user,item,rating\na,b,4\n")
+        (tmp_path / "r.csv").chmod(0)
+        if os.access(tmp_path / "r.csv", os.R_OK):  # root reads anything: pretend it cannot
+            def denied(*args, **kwargs):
+                raise PermissionError(13, "Permission denied")
+            monkeypatch.setattr("recaudit.simulator.rating_formats.open", denied, raising=False)
+    elif trouble == "under_a_file":
+        (tmp_path / "f").write_text("")
+        name = "f/r.csv"
+    elif trouble == "fifo":
+        os.mkfifo(tmp_path / "r.csv")
+    line = refused(capsys, tmp_path, ratings_scenario(tmp_path, name), "population.path", command)
+    assert re.search(expected, line), line

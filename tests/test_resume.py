@@ -168,7 +168,7 @@ def test_corrupt_blocks_are_recomputed_with_one_line_each(tmp_path, capsys):
     arrays["scores@values"] = arrays["scores@values"] + 1.0  # the scores' table (their codes are packed bits)
     with open(blocks[2], "wb") as handle:
         np.savez(handle, **arrays)
-    (out / "progress" / ".block-000-000001.npz.x1y2.tmp").write_bytes(b"half a write")
+    (out / "progress" / ".block-000-000001.npz.0a1b2c3d.tmp").write_bytes(b"half a write")
     capsys.readouterr()
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "recomputing" in line]
@@ -220,3 +220,89 @@ def test_the_store_codes_few_valued_scores_and_gives_every_array_back_bit_for_bi
         assert back[name].dtype == array.dtype and back[name].tobytes() == array.tobytes(), name
     with np.load(tmp_path / "block.npz") as saved:
         assert saved["scores"].dtype == np.uint8 and saved["many"].dtype == float
+
+
+# ---------------------------------------------------------------- the user's files, and blocks that know who they are
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file under ``folder``: its bytes and modification time."""
+    return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_folder_recaudit_did_not_write_is_refused_and_left_as_it_was(tmp_path, capsys):
+    path = scenario(tmp_path)
+    out = tmp_path / "u"
+    (out / "progress").mkdir(parents=True)
+    (out / "report.md").write_text("my notes")
+    (out / "progress" / "a.json").write_text("{}")
+    np.savez(out / "progress" / "b.npz", x=np.arange(3))
+    (out / ".config.tmp").write_text("mine")
+    before = snapshot(out)
+    capsys.readouterr()
+    code = main(["run", str(path), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"{out}: the folder holds files recaudit did not write; choose an empty or new "
+                                 "--out (or the folder of an earlier recaudit run)"]
+    assert snapshot(out) == before  # nothing written, nothing removed
+    for extra in (["--resume"],):
+        assert main(["run", str(path), "--out", str(out), "--quiet"] + extra) == 2
+    assert snapshot(out) == before
+
+
+def test_a_rerun_removes_only_what_runs_wrote(tmp_path):
+    path, other = scenario(tmp_path), scenario(tmp_path, seed=3, name="b.yaml")
+    out = tmp_path / "o"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    mine = {"progress/notes.json": b"{}", "progress/extra.npz": b"zip?", ".config.tmp": b"mine", "notes.md": b"hi",
+            "progress/.notes.0a1b2c3d.tmp": b"looks like a temporary, is not the run's"}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    assert main(["run", str(other), "--out", str(out), "--quiet"]) == 0  # another scenario, no --resume
+    assert {name: (out / name).read_bytes() for name in mine} == mine
+    assert outputs(out)[0]["scenario"]["seed"] == 3 and saved_blocks(out) == 40
+
+
+def test_a_folder_of_an_earlier_recaudit_is_still_a_run_folder(tmp_path):
+    path = scenario(tmp_path)
+    out = tmp_path / "o"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    (out / ".recaudit-manifest").unlink()  # as written before manifests: the lock and pid files mark it
+    (out / "progress" / "block-000-000099.npz").write_bytes(b"an old block")
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert not (out / "progress" / "block-000-000099.npz").exists()  # cleaned up as it was then
+
+
+def test_a_block_copied_over_another_is_recomputed_not_reused(tmp_path, capsys):
+    path = scenario(tmp_path)
+    out = tmp_path / "o"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    reference = outputs(out)
+    progress = out / "progress"
+    (progress / "block-000-000010.npz").write_bytes((progress / "block-000-000009.npz").read_bytes())
+    (progress / "block-001-000003.npz").write_bytes((progress / "block-000-000003.npz").read_bytes())
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "recomputing" in line or "resumed" in line]
+    assert lines == [
+        f"[recaudit] {progress / 'block-000-000010.npz'}: saved block is block-000-000009 target 0 blocks [9, 10], "
+        "not block-000-000010 target 0 blocks [10, 11]; recomputing it",
+        f"[recaudit] {progress / 'block-001-000003.npz'}: saved block is block-000-000003 target 0 blocks [3, 4], "
+        "not block-001-000003 target 1 blocks [3, 4]; recomputing it",
+        "[recaudit] resumed 38 of 40 trial blocks"]
+    assert outputs(out) == reference  # the bound of an uninterrupted run, every score in its place
+    assert main(["report", str(out), "--quiet"]) == 0  # and the rebuilt report agrees
+    assert outputs(out) == reference
+
+
+def test_a_block_of_another_seed_stream_is_not_reused(tmp_path, capsys):
+    progress = Progress(tmp_path, {"fingerprint": "f"}, resume=False)
+    from recaudit.audits.designs.base import _Joined, _restore, unit_identity
+
+    scores = {"scores": np.arange(20, dtype=float).reshape(1, 2, 10)}
+    progress.save_arrays("block-000-000000", scores, unit_identity(0, 0, 1, 10, entropy=1))
+    warnings = []
+    progress.warn = warnings.append
+    assert _restore(progress, _Joined(1, [10]), 0, 0, 1, entropy=1) == []
+    assert _restore(progress, _Joined(1, [10]), 0, 0, 1, entropy=2) == [0] and len(warnings) == 1

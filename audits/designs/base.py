@@ -252,19 +252,35 @@ def blocks_per_unit(blocks: int) -> int:
     return max(1, blocks // SAVED_UNITS)
 
 
-def _restore(progress, joined: _Joined, target: int, first: int, last: int) -> list[int]:
+def unit_identity(target: int, first: int, last: int, runs: int, entropy: int | None = None) -> dict:
+    """What a saved unit of blocks is (checked on load, inside its checksum): its target, its blocks
+    ``first`` .. ``last - 1``, the runs per world they hold (both worlds, on the last axis), and the seed
+    stream they drew from (the audit's entropy, children ``("trials", target, index, ...)``)."""
+    identity = {"target": target, "blocks": [first, last], "runs": runs, "worlds": [0, 1]}
+    if entropy is not None:
+        identity["stream"] = {"entropy": str(entropy), "path": ["trials", target]}
+    return identity
+
+
+def _restore(progress, joined: _Joined, target: int, first: int, last: int, entropy: int | None = None) -> list[int]:
     """Blocks ``first`` .. ``last - 1`` of ``target`` from the store into ``joined``; the indices not restored.
 
-    A unit is saved under its first block's name. A unit of one block that is not the whole range (a folder
-    saved block by block: earlier versions, designs that do not group) is read block by block.
+    A unit is saved under its first block's name, and says which blocks it holds. A unit of one block that
+    is not the whole range (a folder saved block by block: earlier versions, designs that do not group) is
+    read block by block.
     """
-    unit = progress.load_arrays(block_name(target, first), keep_codes=SCORES)
+    def identity(a: int, b: int) -> dict:
+        return unit_identity(target, a, b, joined.runs(a, b), entropy)
+
+    accepted = [identity(first, last)] + ([identity(first, first + 1)] if last > first + 1 else [])
+    unit = progress.load_arrays(block_name(target, first), keep_codes=SCORES, identity=accepted)
     if unit is not None and unit["scores"].shape[-1] == joined.runs(first, last):
         joined.add(target, first, unit, last)
         return []
     missing = []
     for index in range(first, last):
-        block = unit if index == first else progress.load_arrays(block_name(target, index), keep_codes=SCORES)
+        block = unit if index == first else progress.load_arrays(block_name(target, index), keep_codes=SCORES,
+                                                                 identity=identity(index, index + 1))
         if block is not None and block["scores"].shape[-1] == joined.runs(index, index + 1):
             joined.add(target, index, block)
         else:
@@ -317,10 +333,11 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     """
     sizes = block_sizes(trials, block_size)
     joined = _Joined(len(pairs), sizes)
+    entropy = getattr(job, "entropy", None)  # the blocks' seed stream, in each saved unit's identity
     todo, waiting = [], {}
     for target, pair in enumerate(pairs):
         for first, last in _units(len(sizes), per_unit):
-            missing = _restore(progress, joined, target, first, last)
+            missing = _restore(progress, joined, target, first, last, entropy)
             waiting[target, first] = len(missing)
             tasks = _spans(missing) if spans else [(index, index + 1) for index in missing]
             todo += [((target, a, b), block, (job, pair, target, a, tuple(sizes[a:b]) if spans else sizes[a]))
@@ -336,7 +353,8 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
         done += end - index
         if not waiting[target, first]:  # the unit's last block
             last = min(first + per_unit, len(sizes))
-            progress.save_arrays(block_name(target, first), joined.part(target, first, last))
+            progress.save_arrays(block_name(target, first), joined.part(target, first, last),
+                                 unit_identity(target, first, last, joined.runs(first, last), entropy))
         tick = getattr(report, "progress", None)
         if tick is not None:
             tick("trial blocks", done, total)
