@@ -7,6 +7,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 
+from recaudit.mechanisms.baselines import fit_als, fit_bias_model
 from recaudit.mechanisms.clustering import kmeans_1d
 from recaudit.mechanisms.matrix_completion import gram
 from recaudit.simulator.metrics import ndcg_at_k, rmse
@@ -52,15 +53,39 @@ def predicted_at(outputs, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
     return outputs.at(rows, items) if hasattr(outputs, "at") else np.asarray(outputs)[rows, items]
 
 
+#: the non-private ALS every held-out RMSE is read next to (its rank and weighted-λ; checked against Surprise)
+ALS_RANK, ALS_REG, ALS_SWEEPS = 20, 0.1, 10
+#: ALS is fitted only up to this many training ratings (about 0.25 s of CPU per 10^4 ratings at rank 20)
+ALS_MAX_RATINGS = 1_000_000
+_BASELINES: dict = {}
+
+
+def baseline_predictions(train: sparse.csr_array, rows: np.ndarray, items: np.ndarray) -> dict[str, np.ndarray]:
+    """Predictions at ``(rows, items)`` of the non-private references fitted on ``train``: the global mean, the
+    bias model and ALS (rank ``ALS_RANK``, up to ``ALS_MAX_RATINGS`` training ratings); remembered for the last training table, so the points of a grid
+    over one data set fit them once."""
+    key = (train.shape, train.nnz, hash(train.indptr.tobytes()), hash(train.indices.tobytes()),
+           hash(train.data.tobytes()))
+    if key not in _BASELINES:
+        _BASELINES.clear()
+        _BASELINES[key] = (fit_bias_model(train), fit_als(train, ALS_RANK, np.random.default_rng(0), ALS_REG,
+                                                          ALS_SWEEPS) if train.nnz <= ALS_MAX_RATINGS else None)
+    bias, als = _BASELINES[key]
+    return {"mean_rmse": np.full(rows.size, bias.mean), "bias_rmse": bias.predict(rows, items)} | (
+        {"als_rmse": als.predict(rows, items)} if als is not None else {})
+
+
 def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = None,
-                    train_mean: float | None = None) -> dict:
+                    train_mean: float | None = None, train: sparse.csr_array | None = None) -> dict:
     """Held-out RMSE (and NDCG@10) of users' predictions (personal outputs) against ``test`` ratings.
 
     ``test`` has one row per source row; ``source`` maps user ids to them (default: the
     transcript's ``user_cluster``, a ``MatrixPopulation``'s source rows; a population that
     withholds ratings passes the identity over ``transcript.held_out``). Canaries are left
     out. Also reports the RMSE of predicting 0 (the scale of the ratings) and, given ``train_mean``,
-    of predicting the mean training rating (what any predictor must beat) for reference;
+    of predicting the mean training rating (what any predictor must beat) for reference; given the
+    training table ``train`` (rows as ``test``'s), the non-private bias model's and ALS's RMSE on the
+    same held-out entries (:func:`baseline_predictions`);
     NDCG@10 (``recaudit.simulator.metrics``) only when every held-out rating is positive (star levels).
     """
     users = transcript.output_user
@@ -76,6 +101,9 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
         result["rmse"] = rmse(predictions, held.data)
         result["zero_rmse"] = rmse(np.zeros(held.nnz), held.data)
         result["mean_rmse"] = None if train_mean is None else rmse(np.full(held.nnz, train_mean), held.data)
+        if train is not None:
+            for name, predicted in baseline_predictions(train, held.row, held.col).items():
+                result[name] = rmse(predicted, held.data)
         if held.data.min() > 0:
             result["ndcg10"] = ndcg_at_k(held.row, predictions, held.data, 10)
     return result
@@ -111,9 +139,15 @@ def utility_summary(utility: dict) -> str:
             return "utility not measured: the population holds out no ratings to score predictions on"
         ndcg = utility.get("ndcg10")
         worse = utility["zero_rmse"] is not None and utility["rmse"] > utility["zero_rmse"]
+        bias, als = utility.get("bias_rmse"), utility.get("als_rmse")
         return (f"held-out RMSE {utility['rmse']:.4g}" + (f" (NDCG@10 {ndcg:.4g})" if ndcg is not None else "")
                 + f" (predicting 0: {utility['zero_rmse']:.4g}"
                 + (f"; the mean: {utility['mean_rmse']:.4g}" if utility.get("mean_rmse") is not None else "")
+                + (f"; non-private bias model {bias:.4g}" + (f", ALS rank {ALS_RANK} {als:.4g}" if als is not None
+                                                              else "")
+                   + f": {utility['rmse'] - bias:+.4g} against the bias model"
+                   + ("; worse than the non-private bias model" if utility["rmse"] > bias else "")
+                   if bias is not None else "")
                 + ("; worse than predicting 0: too few users for what the mechanism estimates, its noise and "
                    "sampling error outweigh the signal)" if worse else ")"))
     if utility.get("metric") == COVARIANCE_METRIC:
@@ -157,7 +191,8 @@ def measure_utility(mechanism, population, catalogue, transcript: Transcript) ->
         return covariance_error(transcript)
     matrix = getattr(population, "matrix", None)
     if matrix is not None and matrix.test is not None and transcript.outputs is not None:
-        return completion_rmse(transcript, matrix.test, train_mean=float(matrix.rows.ratings.data.mean()))
+        return completion_rmse(transcript, matrix.test, train_mean=float(matrix.rows.ratings.data.mean()),
+                               train=sparse.csr_array(matrix.rows.ratings))
     if transcript.held_out is not None and transcript.outputs is not None:
         result = completion_rmse(transcript, transcript.held_out, np.arange(transcript.n_users))
         return result | {"reference": "the ratings each user's row withheld (population held_out)"}

@@ -28,7 +28,8 @@ def compare_row(label: str, report: dict) -> dict:
             "ceiling": audit["ceiling"], "tightness": audit["tightness"], "verdict": report["verdict"],
             "optimal_epsilon_lb": audit.get("optimal_epsilon_lb"), "uninformative": bool(audit.get("uninformative")),
             "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
-            "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "summary": report.get("summary")}
+            "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "bias_rmse": util.get("bias_rmse"),
+            "als_rmse": util.get("als_rmse"), "summary": report.get("summary")}
 
 
 def load_runs(run_dirs: list[Path], labels: list[str] | None = None) -> list[dict]:
@@ -102,6 +103,11 @@ def rmse_markdown(rows: list[dict]) -> list[str]:
     mean = next((r["mean_rmse"] for r in rows if r.get("mean_rmse") is not None), None)
     if mean is not None:
         lines.append(f"- predicting the mean training rating: {mean:.4g}")
+    for key, what in (("bias_rmse", "the non-private bias model (μ + b_u + b_i)"),
+                      ("als_rmse", "non-private ALS (biased, rank 20)")):
+        value = next((r[key] for r in rows if r.get(key) is not None), None)
+        if value is not None:
+            lines.append(f"- {what}: {value:.4g}")
     return lines + [""]
 
 
