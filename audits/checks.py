@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import tempfile
 import typing
-from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
@@ -38,7 +36,7 @@ from recaudit.simulator.transcript import Recorder, Transcript
 
 from .designs import DESIGNS, Design, DesignError
 from .language.sections import PopulationConfig
-from .language.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, load_scenario
+from .language.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, scenario_from_data
 from .language.yamlio import ScenarioError
 from .runner import run_scenario
 from .stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_for
@@ -58,11 +56,8 @@ def scenario_data(cls: type[Mechanism], **audit) -> dict:
 
 
 def load(data: dict) -> Scenario:
-    """Scenario data through the loader a user's file takes (a bad one raises its ``ScenarioError``)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "scenario.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        return load_scenario(path)
+    """Scenario data through the validation a user's file takes (a bad one raises its ``ScenarioError``)."""
+    return scenario_from_data(data, f"{data.get('name', 'scenario')} (data)")
 
 
 def transcript(scenario: Scenario, seed: int = 0, ticks: int | None = None) -> Transcript:

@@ -330,13 +330,78 @@ def load_scenario(path: str | Path) -> Scenario | StudyScenario:
     ScenarioError listing all of them."""
     path = Path(path)
     data, lines = load_yaml(path)
-    model = StudyScenario if isinstance(data, dict) and "study" in data else Scenario
+    return validate_scenario(data, str(path), lines, path.parent)
+
+
+def scenario_from_data(data: Any, where: str = "scenario", base_dir: str | Path | None = None,
+                       ) -> Scenario | StudyScenario:
+    """Scenario data held in memory (a dict, as a YAML file would load) validated as a file is: the same
+    models and checks, every problem one line ``where: dotted.field: message`` (no line numbers), all raised
+    at once as one :class:`ScenarioError`. Tuples count as lists and numpy scalars as numbers; anything a
+    YAML file could not hold is refused naming its field. ``base_dir``: where relative paths (ratings files)
+    are found (default: the working folder)."""
+    data, lines = _data_locations(data, where)
+    return validate_scenario(data, where, lines, Path(base_dir) if base_dir is not None else Path("."))
+
+
+def validate_scenario(data: Any, where: str, lines: dict, base_dir: Path) -> Scenario | StudyScenario:
+    """The one validation of scenario data, from a file (``lines``: each field's line) or from memory
+    (``lines`` from :func:`_data_locations`: every field at line 0, printed without a line)."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: top level must be a mapping of keys, got {type(data).__name__}")
+    model = StudyScenario if "study" in data else Scenario
     try:
-        scenario = model.model_validate(data, context={"base_dir": path.parent})
+        scenario = model.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ScenarioError(format_validation_error(str(path), exc, lines, model)) from None
-    scenario._base_dir = path.parent
+        raise ScenarioError(format_validation_error(where, exc, lines, model)) from None
+    scenario._base_dir = base_dir
     return scenario
+
+
+def _data_locations(data: Any, where: str) -> tuple[Any, dict[tuple, int]]:
+    """A copy of in-memory scenario data (tuples made lists, numpy scalars Python numbers; the caller's data is
+    not changed) and every location in it (as :func:`load_yaml`'s line map, all at line 0); a value no YAML
+    file could hold, a container that holds itself or more than ``MAX_EXPANDED_VALUES`` values is one
+    ScenarioError naming its field."""
+    import numpy as np
+
+    from .yamllimits import MAX_EXPANDED_VALUES, dotted
+
+    lines: dict[tuple, int] = {(): 0}
+    on_path: set[int] = set()
+
+    def plain(value: Any, loc: tuple) -> Any:
+        if len(lines) > MAX_EXPANDED_VALUES:
+            raise ScenarioError(f"{where}: {dotted(loc) or 'scenario'}: the scenario holds more than "
+                                f"{MAX_EXPANDED_VALUES:,} values")
+        if isinstance(value, np.generic):
+            value = value.item()
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, Path):
+            return str(value)
+        if not isinstance(value, (dict, list, tuple)):
+            raise ScenarioError(f"{where}: {dotted(loc) or 'scenario'}: {type(value).__name__} is not scenario "
+                                "data (numbers, strings, true/false, null, lists and mappings)")
+        if id(value) in on_path:
+            raise ScenarioError(f"{where}: {dotted(loc)}: a value may not contain itself")
+        on_path.add(id(value))
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if not isinstance(key, (str, int, float, bool)):
+                    raise ScenarioError(f"{where}: {dotted(loc) or 'scenario'}: key {key!r} is not a string")
+                lines[loc + (str(key),)] = 0
+                out[key] = plain(item, loc + (str(key),))
+        else:
+            out = []
+            for i, item in enumerate(value):
+                lines[loc + (i,)] = 0
+                out.append(plain(item, loc + (i,)))
+        on_path.discard(id(value))
+        return out
+
+    return (plain(data, ()) if isinstance(data, dict) else data), lines
 
 
 Scenario.model_rebuild()

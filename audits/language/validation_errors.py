@@ -290,7 +290,9 @@ def format_validation_error(
                 allowed = None
         line = line_for(line_map, loc)
         rows.add((line, dotted(loc), _message(err, allowed)))
-    return [f"{path}:{line}: {dotted}: {msg}" for line, dotted, msg in sorted(rows)]
+    # line 0: data held in memory (``scenario_from_data``), which has no lines
+    return [f"{path}:{line}: {dotted}: {msg}" if line else f"{path}: {dotted}: {msg}"
+            for line, dotted, msg in sorted(rows)]
 
 
 def load_and_validate(path: str | os.PathLike, model_cls: type[BaseModel]) -> BaseModel:

@@ -1,0 +1,96 @@
+"""The public API (``import recaudit as ra``, docs/api.md): every name's docstring example runs, the package
+imports lazily, and a dict is validated as a file is."""
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+import recaudit
+from recaudit.audits import api
+
+from .conftest import SCENARIOS
+
+
+def _examples() -> list[doctest.DocTest]:
+    tests = doctest.DocTestFinder().find(api, "recaudit.audits.api", globs={})
+    return sorted((t for t in tests if t.examples), key=lambda t: t.name)
+
+
+@pytest.mark.parametrize("example", _examples(), ids=lambda t: t.name.rsplit(".", 1)[-1])
+def test_docstring_example_runs(example):
+    """Each public name's docstring example, as doctest runs it (output compared exactly)."""
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(example, out=lambda text: pytest.fail(text))
+    assert runner.failures == 0 and runner.tries == len(example.examples)
+
+
+def test_every_public_name_has_an_example():
+    """Every name of ``recaudit``'s API that api.py defines carries a docstring example that runs above."""
+    documented = {t.name.rsplit(".", 1)[-1] for t in _examples()}
+    functions = {name for name in recaudit._API if recaudit._API[name] == "recaudit.audits.api"
+                 and callable(getattr(recaudit, name)) and getattr(recaudit, name).__module__ == api.__name__
+                 and not isinstance(getattr(recaudit, name), type)}
+    assert functions <= documented, functions - documented
+    assert {"run", "estimate", "load_report", "load_scenario", "scenario_schema"} <= functions
+
+
+def test_names_resolve_and_unknown_ones_fail():
+    for name in recaudit._API:
+        assert getattr(recaudit, name) is not None
+    assert recaudit.audit is recaudit.audits.harness.run_audit
+    assert recaudit.Scenario is recaudit.audits.language.scenario.Scenario
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        recaudit.nope  # noqa: B018
+
+
+def test_importing_mechanisms_does_not_load_the_audits_layer():
+    code = ("import sys, recaudit, recaudit.mechanisms; "
+            "print(sorted(m for m in sys.modules if m.startswith('recaudit.audits')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_dict_gets_the_files_messages(tmp_path):
+    """The same problems, the same field names and words: a file's lines carry its line number, a dict's none."""
+    data = yaml.safe_load((SCENARIOS / "quickstart.yaml").read_text())
+    data["mechanism"]["epsilon"] = -1
+    data["churn"]["horizon"] = "soon"
+    data["extra"] = 1
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(recaudit.BadInput) as from_file:
+        recaudit.load_scenario(path)
+    with pytest.raises(recaudit.BadInput) as from_dict:
+        recaudit.load_scenario(data)
+    file_lines = str(from_file.value).splitlines()
+    dict_lines = str(from_dict.value).splitlines()
+    assert len(file_lines) == 3
+    stripped = sorted(line.split(":", 2)[2].strip() for line in file_lines)  # path:LINE: field: message
+    assert sorted(line.split(":", 1)[1].strip() for line in dict_lines) == stripped
+    assert "churn.horizon: must be a number" in stripped and "mechanism.epsilon: must be > 0" in stripped
+    assert data["mechanism"]["epsilon"] == -1  # the caller's dict is not changed
+
+
+def test_a_dict_refuses_what_no_file_could_hold():
+    data = yaml.safe_load((SCENARIOS / "quickstart.yaml").read_text())
+    data["mechanism"]["epsilon"] = {1, 2}
+    with pytest.raises(recaudit.BadInput, match=r"^scenario: mechanism\.epsilon: set is not scenario data"):
+        recaudit.load_scenario(data)
+    loop: dict = {"name": "x"}
+    loop["population"] = loop
+    with pytest.raises(recaudit.BadInput, match="population: a value may not contain itself"):
+        recaudit.load_scenario(loop)
+
+
+def test_run_refuses_a_sweep_naming_its_command():
+    with pytest.raises(recaudit.BadInput, match=r"sweep: a sweep scenario runs with `recaudit sweep`"):
+        recaudit.run("scaling-maxsense")
+
+
+def test_load_report_of_a_folder_without_one(tmp_path):
+    with pytest.raises(recaudit.BadInput, match="not a run folder"):
+        recaudit.load_report(tmp_path)
