@@ -1,5 +1,5 @@
 """The ``recaudit`` command line: run, sweep, grid, report, export, compare, validate, scenarios, init, schema, list,
-plan, data.
+plan, data, estimate.
 
 Results go to stdout; what is happening goes to stderr through ``logging``
 (logger ``recaudit``) and, on a terminal, tqdm progress bars — both silent
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from recaudit.core.errors import BadInput
 
-from . import data_command
+from . import data_command, estimate_command
 from .executors import MAX_WORKERS
 from .info_commands import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATED, _cmd_init, _cmd_list,  # noqa: F401
                             _cmd_scenarios, _cmd_schema, _cmd_validate, _version)
@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--quiet", action="store_true", help="no log messages on stderr")
     exp = sub.add_parser("export", help="write trials.csv (every trial's score) of run folders",
                          description="Write RUN_DIR/trials.csv from the folder's score store: one row per trial "
-                                     "(test, trial, world, part, score).")
+                                     "(test, trial, world — member for a one-run audit's canaries —, part, score).")
     exp.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR", help="folders written by `recaudit run`")
     exp.add_argument("--quiet", action="store_true", help="no log messages on stderr")
     cmp = sub.add_parser("compare", help="tabulate and plot runs side by side",
@@ -176,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--power", type=float, default=0.9, help="wanted chance of showing the violation")
     plan.add_argument("--shape", choices=["pure", "gaussian"], default="pure",
                       help="trade-off curve of the true mechanism (pure: tightest eps-DP; gaussian: mu-GDP)")
+    estimate_command.add_parser(sub)
     return parser
 
 
@@ -404,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 "sweep": lambda: _cmd_sweep(args), "grid": lambda: _cmd_grid(args), "report": lambda: _cmd_report(args),
                 "export": lambda: _cmd_export(args),
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
-                "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info)}
+                "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info),
+                "estimate": lambda: estimate_command.run(args)}
     try:
         return commands[args.command]()
     except BadInput as exc:  # the user's input or environment (recaudit.core.errors): one line, exit 2

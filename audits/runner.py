@@ -331,8 +331,8 @@ def _scores_from_csv(run_dir: Path, tests: list[dict], trials: int, canaries: bo
         row += n
         if len(part) != n or (part["test"] != t["name"]).any():
             raise RunFolderError(f"{run_dir}/trials.csv: rows {row - n}..{row - 1} are not test {t['name']!r}")
-        if canaries:
-            scores.append((part["score"].to_numpy(), part["world"].to_numpy()))
+        if canaries:  # the canaries' label: ``member`` (``world`` in files written before it was named so)
+            scores.append((part["score"].to_numpy(), part["member" if "member" in part else "world"].to_numpy()))
         else:
             scores.append((np.stack([part.loc[part["world"] == w, "score"].to_numpy() for w in (0, 1)]), None))
     return scores

@@ -397,7 +397,7 @@ def test_every_cli_argument_has_help():
     parser = _parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(subparsers.choices) == {"run", "sweep", "grid", "report", "export", "compare", "validate", "list", "plan",
-                                       "data", "scenarios", "init", "schema"}
+                                       "data", "scenarios", "init", "schema", "estimate"}
     for name, sub in subparsers.choices.items():
         assert sub.description, name
         for action in sub._actions:

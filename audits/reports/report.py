@@ -166,7 +166,11 @@ def cpu_seconds() -> float:
 
 
 def write_trials_csv(tests, path: Path) -> None:
-    """Every trial's score as CSV (``test,trial,world,part,score``), on request (``--csv``, ``recaudit export``)."""
+    """Every trial's score as CSV (``test,trial,world,part,score``), on request (``--csv``, ``recaudit export``).
+
+    A one-run audit's rows are canaries and its label column is ``member`` (1: the canary was in the run),
+    as ``recaudit estimate`` reads it; many runs' is ``world``.
+    """
     import pandas as pd
 
     names = list(dict.fromkeys(t.name for t in tests))
@@ -189,8 +193,9 @@ def write_trials_csv(tests, path: Path) -> None:
         for world in (0, 1):
             add(test, np.full(n, world), (np.arange(n) >= n_sel[world]).astype(np.int64), test.scores[world])
     merged = {key: np.concatenate(value) for key, value in columns.items()}
+    label = "member" if tests and all(test.worlds is not None for test in tests) else "world"
     table = pd.DataFrame({"test": pd.Categorical.from_codes(merged["test"], names), "trial": merged["trial"],
-                          "world": merged["world"], "part": pd.Categorical.from_codes(merged["part"], parts),
+                          label: merged["world"], "part": pd.Categorical.from_codes(merged["part"], parts),
                           "score": merged["score"]})
     write_bytes(path, table.to_csv(index=False).encode())
 
