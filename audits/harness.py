@@ -177,7 +177,13 @@ def run_audit(
     learned attack is fitted on the first ``FIT_FRACTION`` of the selection
     runs only. ``seed``: anything
     ``np.random.SeedSequence`` accepts, or a SeedSequence (children: world
-    0, world 1, the permutation, the attack's fit).
+    0, world 1, the permutation, the attack's fit). ``ra.audit`` is this function.
+
+    >>> import recaudit as ra
+    >>> from recaudit.mechanisms.reference import LaplaceCount      # a count plus Laplace(1/ε) noise
+    >>> run = ra.audit(LaplaceCount(1.0), trials=20_000, seed=1)
+    >>> run.violated, round(run.bound.epsilon_lb, 3), round(run.bound.ceiling, 3)
+    (False, 0.957, 7.182)
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -381,6 +387,11 @@ def assert_dp(
     family (:func:`candidate_pairs`): then every pair is audited, Holm
     controls alpha over them, and the worst pair is reported. Passing never
     proves privacy: it only means these trials found no violation.
+
+    >>> import recaudit as ra
+    >>> from recaudit.mechanisms.reference import LaplaceCount
+    >>> ra.assert_dp(LaplaceCount(1.0), trials=20_000, seed=1).epsilon_lb <= 1.0
+    True
     """
     run, note = _audit(mechanism, claim, neighbours, trials, alpha, seed,
                        dict(score=score, method=method, attack=attack, selection_fraction=selection_fraction))
@@ -409,6 +420,11 @@ def assert_not_dp(
     The violation, when shown, is wrong with probability ≤ alpha. When it is
     not shown the message says whether the ceiling was even above the claim:
     if not, no outcome of this many trials could have shown it.
+
+    >>> import recaudit as ra
+    >>> from recaudit.mechanisms.reference import LaplaceCountWrongScale   # half the noise: 2ε-DP, claims ε
+    >>> ra.assert_not_dp(LaplaceCountWrongScale(1.0), trials=20_000, seed=1).epsilon_lb > 1.0
+    True
     """
     run, note = _audit(mechanism, claim, neighbours, trials, alpha, seed,
                        dict(score=score, method=method, attack=attack, selection_fraction=selection_fraction))

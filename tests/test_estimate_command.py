@@ -186,3 +186,15 @@ def test_a_runs_trials_csv_gives_its_reports_bound(tmp_path, capsys, write_scena
     assert (mine["epsilon_lb"], mine["ceiling"]) == (test["epsilon_lb"], test["ceiling"])
     assert mine["p_value"] == pytest.approx(test["p_value"], rel=1e-12)
     assert mine["epsilon_lb"] > 0  # a figure worth comparing: the likelihood-ratio attack shows ε > 0
+
+
+def test_an_estimator_with_its_settings_from_python(runs):
+    """What the command line skips (settings fixed in advance) runs from Python as an instance."""
+    from recaudit.audits.stats.estimators import Bonferroni
+
+    scores, worlds = runs
+    (result,) = ra.estimate(scores, worlds=worlds, epsilon=0.5, delta=0.0,
+                            estimators=[Bonferroni(score_range=(-3.0, 3.0), grid_size=50)])
+    direct = bounds.bonferroni_epsilon_bound(scores[worlds == 0], scores[worlds == 1], 0.05, 0.0, grid_size=50,
+                                             score_range=(-3.0, 3.0))
+    assert result.estimator == "bonferroni" and result.epsilon_lb == direct.epsilon_lb > 0
