@@ -158,4 +158,9 @@ def as_finished(executor: Executor, tasks: Iterable[tuple[Hashable, Callable, tu
                 for other in pending:
                     other.cancel()
                 raise
-            yield key, result
+            try:
+                yield key, result
+            except GeneratorExit:  # the caller stopped early (a sequential audit): drop what is still pending
+                for other in pending:
+                    other.cancel()
+                raise

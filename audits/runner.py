@@ -38,6 +38,7 @@ from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
 from .stats.reach import pair_reach
+from .stats.sequential import SequentialRule
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
 
@@ -136,9 +137,13 @@ def audit_job(scenario: Scenario) -> tuple[AuditJob, object, np.random.SeedSeque
     entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
     world_entropy = int.from_bytes(world_seed.generate_state(4).tobytes(), "little")
     view = cfg.view or claim.view
+    stop_rule = None
+    if getattr(cfg, "sequential", False):  # every test at alpha / tests, as judge() bounds them
+        stop_rule = SequentialRule(claim.epsilon if claim.promises else 0.0, claim.delta,
+                                   cfg.alpha / (cfg.targets * len(attack_configs)), cfg.trials, cfg.block_size)
     job = AuditJob(mechanism, population, catalogue, churn, tuple(build(c, ATTACKS) for c in attack_configs),
                    claim, view, churn.queries_per_user, entropy, world_entropy, cfg.insert_tick or 1,
-                   tuple(getattr(c, "view", None) or view for c in attack_configs))
+                   tuple(getattr(c, "view", None) or view for c in attack_configs), stop_rule)
     return job, policy, world_seed
 
 
@@ -296,7 +301,7 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     canaries = estimator.input == "canaries"
     store = Progress.saved(run_dir / "progress")
     saved = saved_scores(store, "canaries" if canaries else "pairs", 1 if canaries else audit.targets,
-                         audit.trials, audit.block_size)
+                         audit.trials, audit.block_size, prefix=bool(getattr(audit, "sequential", False)))
     if saved is not None:
         per_target = len(old["tests"]) // len(saved)
         scores = [(run.scores[i % per_target], run.worlds) for run in saved for i in range(per_target)]

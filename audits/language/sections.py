@@ -165,6 +165,14 @@ class _AuditBase(BaseModel):
         if estimator.input != produces:
             raise ParameterError("design", f"design {self.design_name} produces {produces} but method "
                                            f"{self.method} needs {estimator.input}")
+        if getattr(self, "sequential", False):
+            if (self.method, self.threshold_rule) != ("clopper-pearson", "split") or produces != "pairs":
+                raise ParameterError("sequential", "a sequential audit tests the claim with an e-process on runs of "
+                                                   "both worlds: it needs a distinguishing design and the default "
+                                                   "method (clopper-pearson, threshold_rule split)")
+            if self.trials < 2 * self.block_size:
+                raise ParameterError("sequential", f"its batches are the blocks: trials ({self.trials}) must hold at "
+                                                   f"least two blocks of block_size ({self.block_size})")
         return self
 
 
@@ -191,6 +199,9 @@ AuditConfig = create_model(
         None, description="the view attacks read (default: the one the claim protects; a stronger one, e.g. "
                           "target for a joint claim, is a negative control that should be violated; statistics "
                           "is the white box of a central or joint proof, valid against its claim)")),
+    sequential=(bool, Field(False, description="draw the runs block by block and stop as soon as an anytime-valid "
+                                               "test decides (a violation shown, or none possible at the budget "
+                                               "left); trials is the budget, block_size the batch")),
     pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
 )
@@ -318,7 +329,12 @@ def build_churn(config: BaseModel) -> Churn:
 
 
 def build_estimator(audit: BaseModel) -> Estimator:
-    """The registered estimator the audit names, configured from its settings."""
+    """The registered estimator the audit names, configured from its settings (the e-process of
+    ``audit.sequential``: :class:`recaudit.audits.stats.sequential.SequentialEstimator`)."""
+    if getattr(audit, "sequential", False):
+        from ..stats.sequential import SequentialEstimator
+
+        return SequentialEstimator(batch=audit.block_size, budget=audit.trials)
     cls = estimator_for(audit.method, audit.threshold_rule)
     return cls(**{name: getattr(audit, name) for name in estimator_settings(cls)})
 

@@ -17,10 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats.sequential import STOP_REASONS
+
 from ..utility import utility_summary
 from . import plots, run_figures
 from .report_text import (CEILING_NOTE, _fmt, _strongest, accounting_note, claim_epsilon,  # noqa: F401
                           confidence_text, counts_text, epsilon_cell, md, population_text, reach_sentence,
+                          sequential_sentence,
                           report_markdown, schedule_text, summary_line, utility_curve, utility_measured,
                           verdict_sentence)
 from ..store import write_bytes, write_json, write_text
@@ -82,6 +85,11 @@ def _test_dict(test, claim) -> dict:
         d["counts"] = {k: bound[k] for k in ("r", "v", "m", "k_pos", "k_neg")}
     if getattr(test, "reach", None) is not None:
         d["pair_reach"] = test.reach
+    if "reason" in bound:  # a sequential audit: how many runs, and why it stopped
+        d["sequential"] = {"runs_per_world": bound["runs"], "budget": bound["budget"], "first_batch": bound["batch"],
+                           "reason": bound["reason"], "explanation": STOP_REASONS[bound["reason"]],
+                           "e_value": bound["e_value"], "max_e_value": bound["max_e_value"],
+                           "inside_e_value": bound["inside_e_value"]}
     return d
 
 
@@ -102,6 +110,9 @@ def report_dict(result) -> dict:
             "view": getattr(scenario.audit, "view", None) or claim.view,  # the view the attacks read
             "design": result.design,
             "trials_per_world": scenario.audit.trials if result.design != "one_run" else None,
+            # a sequential audit: the runs per world it drew before it stopped (None: the fixed design)
+            "runs_per_world_used": max((t["sequential"]["runs_per_world"] for t in tests if "sequential" in t),
+                                       default=None),
             "canaries": scenario.audit.trials if result.design == "one_run" else None,
             "family_alpha": scenario.audit.alpha,
             "tests_in_family": len(tests),
@@ -280,7 +291,8 @@ def report_html(report: dict, tests) -> str:
                        population=population_text(report["scenario"]["population"]),
                        utility=utility_summary(report["utility"]), curve=utility_curve(report["utility"]),
                        measured=utility_measured(report["utility"]), schedule=schedule_text(report),
-                       ceiling_note=CEILING_NOTE, reach=[line for line in map(reach_sentence, report["tests"]) if line])
+                       ceiling_note=CEILING_NOTE, reach=[line for line in map(reach_sentence, report["tests"]) if line],
+                       sequential=[line for line in map(sequential_sentence, report["tests"]) if line])
 
 
 def schema() -> dict:

@@ -97,6 +97,8 @@ def report_markdown(report: dict) -> str:
     claim, audit, util = report["claim"], report["audit"], report["utility"]
     runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
             else f"{audit['canaries']:,} canaries in one run")
+    if audit.get("runs_per_world_used") is not None:
+        runs = f"{audit['runs_per_world_used']:,} of a budget of {audit['trials_per_world']:,} runs per world (sequential)"
     lines = [
         f"# Audit: {md(report['scenario']['name'])}",
         "",
@@ -140,6 +142,10 @@ def report_markdown(report: dict) -> str:
                      f"{_fmt(t.get('optimal_epsilon_lb'))} | {confidence_text(t['confidence'])} | "
                      f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
                      f"{counts_text(t['counts'])} | {_fmt(t['holm_adjusted_p_value'])} | {verdict} |")
+    sequential = [line for line in map(sequential_sentence, report["tests"]) if line]
+    if sequential:
+        lines += ["", "Sequential audit (anytime-valid e-process; each test stops on its own, the audit when one "
+                  "shows a violation or all have stopped):", ""] + [f"- {md(line)}" for line in sequential]
     reach = [line for line in map(reach_sentence, report["tests"]) if line]
     if reach:
         lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
@@ -211,6 +217,16 @@ def reach_sentence(test: dict) -> str | None:
              r["looseness"] > 1.05 else "")
     return (f"{test['name']}: the pair reaches ε = {r['epsilon_pair']:.4g} ({how}) against the claimed "
             f"{claim_epsilon(test['claim']['epsilon'])}{loose}; ε_LB / ε_pair = {_fmt(r.get('tightness_vs_pair'))}")
+
+
+def sequential_sentence(test: dict) -> str | None:
+    """One line on a sequential test: the runs it drew and why it stopped, or None for the fixed design."""
+    q = test.get("sequential")
+    if not q:
+        return None
+    return (f"{test['name']}: {q['runs_per_world']:,} of {q['budget']:,} runs per world (the first "
+            f"{q['first_batch']:,} only chose the cut); stopped — {q['explanation']}; the claim's e-value "
+            f"{q['e_value']:.4g} (largest {q['max_e_value']:.4g}; 1/α = {1 / test['alpha']:.4g})")
 
 
 def accounting_note(scenario) -> dict:
