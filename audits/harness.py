@@ -42,7 +42,7 @@ from .stats.gdp import gdp_epsilon, gdp_mu_lower_bound, heldout_gdp_bound
 from .stats.bounds import heldout_epsilon_bound
 from .stats.estimators import ESTIMATORS, GaussianDP, pairs_estimate
 from .stats.sequential import SequentialResult
-from .harness_sequential import called_one_world, sequential_bound
+from .harness_sequential import called_one_world, sequential_bound, sequential_line
 from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
                        _learned_scores, _probe, _split_sizes)
@@ -99,15 +99,12 @@ class AuditRun:
         return self.not_reproducible is None
 
     @property
-    def sequential(self) -> bool:
-        """Drawn in batches and stopped by an anytime-valid test (``bound`` is a ``SequentialResult``)."""
+    def sequential(self) -> bool:  # drawn in batches, stopped by an anytime-valid test
         return isinstance(self.bound, SequentialResult)
 
     @property
     def violated(self) -> bool:
-        if self.sequential:
-            return self.bound.violated
-        return self.bound.epsilon_lb > self.claimed_epsilon
+        return self.bound.violated if self.sequential else self.bound.epsilon_lb > self.claimed_epsilon
 
     def epsilon_curve(self, deltas) -> np.ndarray:
         """ε_LB at each δ from the one fixed test's counts (Clopper–Pearson).
@@ -171,14 +168,12 @@ def run_audit(
     method: str = "clopper-pearson",
     attack: str | OutputAttack = "auto",
     selection_fraction: float = 0.5,
-    sequential: bool = False,
-    batch: int = 100,
+    sequential: bool = False, batch: int = 100,
 ) -> AuditRun:
     """Sample both worlds, score them, and bound ε; no verdict is asserted.
 
-    ``sequential=True``: ``trials`` is a budget; runs come in batches (from ``batch`` per world) until the
-    anytime-valid test of :mod:`recaudit.audits.stats.sequential` decides (:mod:`.harness_sequential`;
-    one number per run and ``method="clopper-pearson"`` needed; docs/statistics.md, "Sequential audits").
+    ``sequential=True``: ``trials`` is a budget, runs come in batches from ``batch`` until an anytime-valid
+    test decides (:mod:`.harness_sequential`; docs/statistics.md, "Sequential audits").
 
     ``claim`` may be a PrivacyClaim-like object or an ``(epsilon, delta)``
     pair. ``trials`` runs per world. Each world's runs are permuted with a
@@ -215,13 +210,9 @@ def run_audit(
     world_seeds = root.spawn(4)
     not_reproducible = _probe(mechanism, pair[0], trials, root.spawn(1)[0])
     if sequential:
-        if method != "clopper-pearson":
-            raise ValueError(f"sequential audits use an e-process; method={method!r} is for the fixed design")
-        scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
-        bound = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, scorer, attack, int(batch))
-        return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, "score" if scorer else "identity",
-                        bound.p_value, not_reproducible, getattr(pair, "relation", "as given"), claimed.conversion,
-                        None, called_one_world(bound))
+        bound, name = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, score, attack, method, batch)
+        return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, bound.p_value, not_reproducible,
+                        getattr(pair, "relation", "as given"), claimed.conversion, None, called_one_world(bound))
     outputs = _encode_categories([mechanism.sample(value, trials, np.random.default_rng(ss))
                                   for value, ss in zip(pair, world_seeds[:2])])
     permute = np.random.default_rng(world_seeds[2])
@@ -348,11 +339,11 @@ def search_neighbours(mechanism: SampledMechanism, candidates=None, claim=None, 
 def format_bound(run: AuditRun) -> str:
     """The audit's figures, one per line, for assertion messages."""
     b = run.bound
-    room = (f"the largest ε_LB a budget of {b.budget} runs per world can show" if run.sequential else
-            f"the largest ε_LB {b.n_neg} + {b.n_pos} counted trials can show")
     lines = [
         f"  ε_LB = {b.epsilon_lb:.4g} at confidence 1 − α, α = {b.alpha:g}",
-        f"  ceiling = {b.ceiling:.4g} ({room})",
+        f"  ceiling = {b.ceiling:.4g} (the largest ε_LB " + (f"a budget of {b.budget} runs per world can show)"
+                                                           if run.sequential else
+                                                           f"{b.n_neg} + {b.n_pos} counted trials can show)"),
         f"  claimed ε = {run.claimed_epsilon:.4g}, δ = {run.claimed_delta:g}",
         f"  counts: FP = {b.false_pos}/{b.n_neg}, FN = {b.false_neg}/{b.n_pos} "
         f"(threshold {b.threshold:.6g}, direction {b.direction:+d}, {b.threshold_rule})",
@@ -362,9 +353,7 @@ def format_bound(run: AuditRun) -> str:
     if run.optimal is not None:
         lines.append(f"  power: the optimal test would show ε_LB = {run.optimal:.4g} on these runs if the claim "
                      f"were exactly tight")
-    if run.sequential:
-        lines.append(f"  sequential: {b.runs} of {b.budget} runs per world drawn (first batch {b.batch}); stopped: "
-                     f"{b.explanation}; e-value of the claim {b.e_value:.4g} (1/α = {1 / b.alpha:.4g})")
+    lines += [sequential_line(b)] if run.sequential else []
     if run.uninformative:
         lines.append("  UNINFORMATIVE: the cut calls every counted run one world; ε_LB = 0 is no evidence")
     if run.conversion:
@@ -406,8 +395,7 @@ def assert_dp(
     method: str = "clopper-pearson",
     attack: str | OutputAttack = "auto",
     selection_fraction: float = 0.5,
-    sequential: bool = False,
-    batch: int = 100,
+    sequential: bool = False, batch: int = 100,
 ) -> BoundResult:
     """Fail if the audit shows the claim violated (ε_LB > ε_claimed); else return the bound.
 
@@ -445,8 +433,7 @@ def assert_not_dp(
     method: str = "clopper-pearson",
     attack: str | OutputAttack = "auto",
     selection_fraction: float = 0.5,
-    sequential: bool = False,
-    batch: int = 100,
+    sequential: bool = False, batch: int = 100,
 ) -> BoundResult:
     """Fail unless the audit shows the claim violated; return the bound when it does.
 

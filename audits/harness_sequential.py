@@ -13,7 +13,7 @@ from .blackbox import _hand_scores
 from .stats.rates import BoundResult
 from .stats.sequential import SequentialResult, SequentialTest, next_batch
 
-__all__ = ["called_one_world", "sequential_bound"]
+__all__ = ["called_one_world", "sequential_bound", "sequential_line"]
 
 
 def called_one_world(bound: BoundResult) -> bool:
@@ -22,10 +22,21 @@ def called_one_world(bound: BoundResult) -> bool:
     return bound.n_neg + bound.n_pos > 0 and called_one in (0, bound.n_neg + bound.n_pos)
 
 
-def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha: float, world_seeds, scorer,
-                      attack, batch: int) -> SequentialResult:
+def sequential_line(bound: SequentialResult) -> str:
+    """The assertion message's line on a sequential audit: runs drawn, why it stopped, the claim's e-value."""
+    return (f"  sequential: {bound.runs} of {bound.budget} runs per world drawn (first batch {bound.batch}); "
+            f"stopped: {bound.explanation}; e-value of the claim {bound.e_value:.4g} (1/α = {1 / bound.alpha:.4g})")
+
+
+def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha: float, world_seeds, score,
+                     attack, method: str, batch: int) -> tuple[SequentialResult, str]:
     """Batches of both worlds (world ``w``'s runs from one generator, seed child ``w``), scored and fed to the
-    test until it stops; each batch permuted (child 2) before its runs are paired."""
+    test until it stops; each batch permuted (child 2) before its runs are paired. Returns the bound and the
+    attack's name (``score``: a hand-written score, ``identity``: the scalar output)."""
+    batch = int(batch)
+    if method != "clopper-pearson":
+        raise ValueError(f"sequential audits use an e-process; method={method!r} is for the fixed design")
+    scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
     if batch < 1 or budget < 2 * batch:
         raise ValueError(f"a sequential audit needs batch >= 1 and trials >= 2 batches (trials = {budget}, "
                          f"batch = {batch})")
@@ -50,4 +61,4 @@ def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha:
                                      "mechanism .score); learned attacks need the fixed design")
                 scores.append(table.values[:, 0])
         test.update(scores[0], scores[1], permute)
-    return test.result()
+    return test.result(), "score" if scorer is not None else "identity"

@@ -80,8 +80,8 @@ class SequentialResult(BoundResult):
 
     The counts are the totals over the runs that were bet on (each batch counted by its own cut; the
     first batch only selects); ``threshold``/``direction`` are the last batch's cut. ``runs`` runs per
-    world were drawn of a ``budget``, the first batch of ``batch``; ``e_value`` is the claim's wealth at the stop (its largest over time
-    gives ``p_value = min(1, 1/max wealth)``, anytime-valid).
+    world were drawn of a ``budget``, the first batch of ``batch``; ``e_value`` is the claim's wealth at
+    the stop (its largest over time gives ``p_value = min(1, 1/max wealth)``, anytime-valid).
     """
 
     runs: int = 0
