@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from .harness import AuditRun, NeighbourSearch
-from .reports.report import finite, md, render_html
+from .reports.report import claim_delta, claim_epsilon, finite, md, render_html
 from .store import write_text
 
 #: libraries whose versions a library audit records when they are installed
@@ -60,7 +60,7 @@ def audit_dict(run: AuditRun, title: str) -> dict:
 
 def summary(report: dict) -> str:
     """The audit in one sentence (with the reproducibility caveat when it applies)."""
-    delta = f", δ = {report['claim']['delta']:g}" if report["claim"]["delta"] else ""
+    delta = f", δ = {claim_delta(report['claim']['delta'])}" if report["claim"]["delta"] else ""
     if report["uninformative"]:
         shows = ("is uninformative (its best cut calls every run one world), so ε_LB = 0 is no evidence about "
                  "the claim")
@@ -70,7 +70,7 @@ def summary(report: dict) -> str:
     optimal = report["optimal_epsilon_lb"]
     power = (f"; the optimal test on these runs would show ε ≥ {optimal:.3g} if the claim were tight"
              if optimal is not None else "")
-    text = (f"{report['title']} claims ε = {report['claim']['epsilon']:g}{delta}; the audit "
+    text = (f"{report['title']} claims ε = {claim_epsilon(report['claim']['epsilon'])}{delta}; the audit "
             f"({report['neighbouring']} neighbours) {shows}{power}: {report['verdict']}.")
     if not report["reproducible"]:
         text += " Not reproducible: " + report["not_reproducible_because"]
@@ -80,7 +80,8 @@ def summary(report: dict) -> str:
 def _markdown(report: dict) -> str:
     lines = [f"# Audit: {md(report['title'])}", "", md(summary(report)), "",
              "| | |", "|---|---|",
-             f"| claim | ε = {report['claim']['epsilon']:g}, δ = {report['claim']['delta']:g} |"]
+             (f"| claim | ε = {claim_epsilon(report['claim']['epsilon'])}, "
+              f"δ = {claim_delta(report['claim']['delta'])} |")]
     if report["claim"]["conversion"]:
         lines.append(f"| claim converted | {md(report['claim']['conversion'])} |")
     c = report["counts"]

@@ -62,7 +62,7 @@ from recaudit.simulator.transcript import MessagesView, Recorder
 
 from recaudit.audits import reconstruction
 from recaudit.audits.language.studies import DataTooSmall, Study
-from recaudit.audits.reports.report import finite
+from recaudit.audits.reports.report import finite, p_text
 from recaudit.audits.stats.bounds import split_epsilon_bound
 
 PUBLIC, EVALUATION, HELD_OUT, BATCH = 100, 200, 10, 20
@@ -306,7 +306,7 @@ def _eps(d: dict) -> str:
 
 
 def _rec(d: dict) -> str:
-    return "; ".join(f"{k} {v['attack_accuracy']:.3f} vs {v['prior_accuracy']:.3f} (p {v['p_value']:.1e})"
+    return "; ".join(f"{k} {v['attack_accuracy']:.3f} vs {v['prior_accuracy']:.3f} (p {p_text(v['p_value'])})"
                      for k, v in d.items()) or "—"
 
 

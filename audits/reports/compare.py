@@ -8,7 +8,8 @@ from pathlib import Path
 from recaudit.core.errors import BadInput
 
 from . import plots, run_figures
-from .report import SCHEMA_VERSION, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
+from .report import SCHEMA_VERSION, claim_delta, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
+from .report_text import Column, html_table, markdown_table
 from ..store import write_json, write_text
 
 
@@ -55,23 +56,34 @@ def _fmt(x, spec: str = ".4g") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+#: the columns of a comparison (Markdown and HTML alike); a column empty in every row is left out
+COMPARE_COLUMNS = [
+    Column("run", lambda r: r["run"], code=True, user=True),
+    Column("scenario", lambda r: r["scenario"], user=True),
+    Column("mechanism", lambda r: r["mechanism"], code=True, user=True),
+    Column("claim ε", lambda r: claim_epsilon(r["claim"]), num=True),
+    Column("δ", lambda r: r["delta"], claim_delta, num=True),
+    Column("design", lambda r: r["design"], code=True),
+    Column("ε_LB", epsilon_cell, num=True),
+    Column("optimal ε_LB", lambda r: r["optimal_epsilon_lb"], _fmt, num=True),
+    Column("confidence", lambda r: r["confidence"], confidence_text, num=True),
+    Column("ceiling", lambda r: r["ceiling"], _fmt, num=True),
+    Column("tightness", lambda r: r["tightness"], _fmt, num=True),
+    Column("verdict", lambda r: r["verdict"] + (" (uninformative)" if r["uninformative"] else "")),
+    Column("utility", lambda r: r["utility"], _fmt, num=True),
+    Column("held-out RMSE", lambda r: r.get("rmse"), _fmt, num=True),
+]
+
+
 def compare_markdown(rows: list[dict], title: str = "Comparison of audit runs") -> str:
     rmse = any(r.get("rmse") is not None for r in rows)
-    lines = [f"# {md(title)}", "",
-             "| run | scenario | mechanism | claim ε | δ | ε_LB | optimal ε_LB | confidence | ceiling | tightness | "
-             "verdict | utility |" + (" held-out RMSE |" if rmse else ""),
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|" + ("---:|" if rmse else "")]
-    for r in rows:
-        lines.append(f"| {md(r['run'])} | {md(r['scenario'])} | {md(r['mechanism'])} | {claim_epsilon(r['claim'])} | "
-                     f"{r['delta']:g} | {epsilon_cell(r)} | {_fmt(r['optimal_epsilon_lb'])} | "
-                     f"{confidence_text(r['confidence'])} | {_fmt(r['ceiling'])} | {_fmt(r['tightness'])} | "
-                     f"{r['verdict']}{' (uninformative)' if r['uninformative'] else ''} | {_fmt(r['utility'])} |"
-                     + (f" {_fmt(r.get('rmse'))} |" if rmse else ""))
-    metrics = sorted({r["utility_metric"] for r in rows})
-    lines += ["", f"Utility: {md('; '.join(metrics))} at the last release. ε_LB: the strongest test of each run "
-              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show; optimal ε_LB "
-              "is what the best test would show on the same runs if the claim were exactly tight; an uninformative "
-              "test's ε_LB = 0 is no evidence). "
+    lines = [f"# {md(title)}", "", *markdown_table(rows, COMPARE_COLUMNS)]
+    metrics = sorted({r["utility_metric"] for r in rows if r["utility"] is not None})
+    lines += ["", (f"Utility: {md('; '.join(metrics))} at the last release. " if metrics else "")
+              + "ε_LB: the strongest test of each run "
+              "(a lower bound at the stated confidence; the ceiling is the largest bound its runs could show; optimal "
+              "ε_LB is what the best test would show on the same runs if the claim were exactly tight; an "
+              "uninformative test's ε_LB = 0 is no evidence). "
               "Claim none: the mechanism claims nothing (a non-private reference).", ""]
     if rmse:
         lines += rmse_markdown(rows)
@@ -116,9 +128,30 @@ def private_rmse_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["epsilon"] is not None and r.get("rmse") is not None]
 
 
+def run_labels(rows: list[dict]) -> list[str]:
+    """How figures name runs: by scenario name when those tell the runs apart, else by the run as given."""
+    names = [r["scenario"] for r in rows]
+    return names if len(set(names)) == len(names) else [r["run"] for r in rows]
+
+
+def frontier_note(rows: list[dict]) -> str:
+    """The runs the privacy–utility frontier cannot place, named (a figure never drops a run silently)."""
+    label = dict(zip(map(id, rows), run_labels(rows)))
+    no_utility = [r for r in rows if r["claim"] is not None and r["utility"] is None]
+    no_claim = [label[id(r)] for r in rows if r["claim"] is None]
+    parts = []
+    if no_utility:
+        rmse = " (their held-out RMSE is in the table)" if any(r.get("rmse") is not None for r in no_utility) else ""
+        parts.append(f"{', '.join(label[id(r)] for r in no_utility)}: no utility at the last release{rmse}")
+    if no_claim:
+        parts.append(f"{', '.join(no_claim)}: claims no ε to place it at")
+    return f" Not drawn: {'; '.join(parts)}." if parts else ""
+
+
 def compare_figures(rows: list[dict]) -> list[dict]:
     claimed = [r for r in rows if r["claim"] is not None]
     rmse = [r for r in rows if r.get("rmse") is not None]
+    labels = dict(zip(map(id, rows), run_labels(rows)))
     figures = [
         figure("Held-out RMSE against ε",
                plots.rmse_figure([{"mechanism": r["mechanism"], "epsilon": r["epsilon"], "rmse": r["rmse"],
@@ -127,18 +160,19 @@ def compare_figures(rows: list[dict]) -> list[dict]:
                "Each mechanism's held-out RMSE at each configured ε; dashed lines are the runs claiming nothing "
                "(non-private references), the dotted one predicting 0.") if private_rmse_rows(rows) else None,
         figure("ε lower bounds against the claims",
-               run_figures.epsilon_figure([{"label": r["mechanism"] if rmse else r["scenario"], "claim": r["claim"],
+               run_figures.epsilon_figure([{"label": labels[id(r)], "claim": r["claim"],
                                       "epsilon_lb": r["epsilon_lb"], "ceiling": r["ceiling"],
                                       "confidence": r["confidence"], "verdict": r["verdict"]} for r in claimed],
                                     "ε_LB across runs") if claimed else None,
-               "Each run's strongest lower bound (dot) with its one-sided interval up to the ceiling, at its "
-               "claimed ε; over an ε sweep a tight audit follows the diagonal, and a point above it contradicts "
-               "its claim."),
+               "One row per run: its claimed ε (black tick) and its strongest lower bound (dot; a cross when "
+               "violated) with the one-sided interval up to the ceiling. A dot right of its tick, beyond the "
+               "confidence stated, contradicts that run's claim; a tight audit puts the dot just left of it."),
         figure("Privacy–utility frontier",
-               plots.frontier_figure([{"label": r["scenario"], "mechanism": r["mechanism"], "claim": r["claim"],
+               plots.frontier_figure([{"label": labels[id(r)], "mechanism": r["mechanism"], "claim": r["claim"],
                                        "epsilon_lb": r["epsilon_lb"], "utility": r["utility"]} for r in claimed]),
                "Utility at the last release against the claimed ε (filled) and the audited ε_LB (hollow), one "
-               "series per mechanism; the black steps join the runs no other run beats on both.")
+               "series per mechanism; the black steps join the runs no other run beats on both."
+               + frontier_note(rows))
         if any(r["utility"] is not None for r in claimed) else None,
     ]
     return [f for f in figures if f is not None]
@@ -151,7 +185,7 @@ def write_comparison(run_dirs: list[Path], out_dir: Path, labels: list[str] | No
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "compare.json", {"schema_version": SCHEMA_VERSION, "runs": rows}, allow_nan=False)
     write_text(out_dir / "compare.md", compare_markdown(rows, title))
+    metrics = sorted({r["utility_metric"] for r in rows if r["utility"] is not None})
     write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows),
-                                                     has_rmse=any(r.get("rmse") is not None for r in rows),
-                                                     has_utility=any(r["utility"] is not None for r in rows)))
+                                                     table=html_table(rows, COMPARE_COLUMNS), metrics=metrics))
     return rows

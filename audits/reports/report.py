@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
+import re
 import resource
 import time
 from importlib import metadata, resources
@@ -21,11 +22,10 @@ from ..stats.sequential import STOP_REASONS
 
 from ..utility import utility_summary
 from . import plots, run_figures
-from .report_text import (CEILING_NOTE, _fmt, _strongest, accounting_note, claim_epsilon,  # noqa: F401
-                          confidence_text, counts_text, epsilon_cell, md, population_text, reach_sentence,
-                          sequential_sentence,
-                          report_markdown, schedule_text, summary_line, utility_curve, utility_measured,
-                          verdict_sentence)
+from .report_text import (CEILING_NOTE, TEST_COLUMNS, _fmt, _strongest, accounting_note,  # noqa: F401
+                          claim_delta, claim_epsilon, confidence_text, counts_text, epsilon_cell, html_table, md,
+                          p_text, population_text, reach_sentence, report_markdown, schedule_text,
+                          sequential_sentence, summary_line, utility_curve, utility_measured, verdict_sentence)
 from ..store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
@@ -225,8 +225,17 @@ def _environment():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(resources.files(__package__) / "templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_fmt, confidence=confidence_text, bound=epsilon_cell, counts=counts_text)
+    env.filters.update(num=_fmt, confidence=confidence_text, bound=epsilon_cell, counts=counts_text, pvalue=p_text,
+                       claim=claim_epsilon, breakable=_breakable)
     return env
+
+
+def _breakable(text):
+    """``text`` escaped, with a line-break opportunity (``<wbr>``) after every ``_`` and ``/``: identifiers such
+    as ``differencing_noise_aware`` or a run folder's path wrap in a narrow column instead of widening it."""
+    import markupsafe
+
+    return markupsafe.Markup("<wbr>").join(markupsafe.escape(part) for part in re.split(r"(?<=[_/])", str(text)))
 
 
 def render_html(template: str, **context) -> str:
@@ -266,7 +275,8 @@ def report_figures(report: dict, tests) -> list[dict]:
         figure("Attack ROC", run_figures.roc_figure(roc_curves(report, tests), claim),
                f"Each test's true against false positive rate over all its runs ({shown} strongest of "
                f"{len(report['tests'])} tests), log–log. "
-               + (f"No ({claim['epsilon']:g}, {claim['delta']:g})-DP mechanism can put a point above the black "
+               + (f"No ({claim_epsilon(claim['epsilon'])}, {claim_delta(claim['delta'])})-DP mechanism can put a "
+                  "point above the black "
                   "boundary; points that do, beyond sampling error, contradict the claim. " if claimed else
                   "The mechanism claims nothing (no claimed boundary). ")
                + "Dashed: the boundary at each test's ε_LB."),
@@ -275,8 +285,9 @@ def report_figures(report: dict, tests) -> list[dict]:
                                       "epsilon_lb": t["epsilon_lb"], "ceiling": t["ceiling"],
                                       "confidence": t["confidence"], "verdict": t["verdict"]}
                                      for t in report["tests"]], "ε_LB per test"),
-               "Each test's lower bound (dot) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling "
-               "(the largest bound these runs could show). Above the diagonal: the claim is exceeded."),
+               "One row per test: the claimed ε (black tick) and the test's lower bound (dot; a cross when "
+               "violated) with its one-sided interval [ε_LB, ∞) drawn up to the ceiling (the largest bound these "
+               "runs could show). A dot right of the tick: the claim is exceeded."),
         figure("The world over time", run_figures.timeline_figure(report["world"], report["utility"]),
                "Users present in the churn world and the server's releases (grey lines)"
                + (f", with the {report['utility']['metric']} of each release." if utility_curve(report["utility"])
@@ -287,7 +298,13 @@ def report_figures(report: dict, tests) -> list[dict]:
 
 def report_html(report: dict, tests) -> str:
     """The self-contained HTML report of one run (figures embedded)."""
-    return render_html("report.html", report=report, figures=report_figures(report, tests),
+    return report_page(report, report_figures(report, tests))
+
+
+def report_page(report: dict, figures: list[dict]) -> str:
+    """The HTML report of ``report`` with ``figures`` (from :func:`figure`)."""
+    return render_html("report.html", report=report, figures=figures,
+                       tests_table=html_table(report["tests"], TEST_COLUMNS),
                        population=population_text(report["scenario"]["population"]),
                        utility=utility_summary(report["utility"]), curve=utility_curve(report["utility"]),
                        measured=utility_measured(report["utility"]), schedule=schedule_text(report),

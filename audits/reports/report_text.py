@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..utility import utility_summary
 from . import plots
@@ -50,7 +52,7 @@ def summary_line(report: dict) -> str:
     audit, claim = report["audit"], report["claim"]
     name = " ".join(str(report["scenario"]["name"]).splitlines())  # a name cannot forge a line of output
     said = "no privacy claim, measured leakage" if claim["epsilon"] is None else \
-        f"claim ε={claim['epsilon']:g} (δ={claim['delta']:g});"
+        f"claim ε={claim_epsilon(claim['epsilon'])} (δ={claim_delta(claim['delta'])});"
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
     note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
     power = ("; uninformative" if audit.get("uninformative") else "") + (
@@ -60,8 +62,26 @@ def summary_line(report: dict) -> str:
 
 
 def claim_epsilon(epsilon) -> str:
-    """A claim's ε for people: ``none`` for a claim that promises nothing (its ε is null in JSON)."""
-    return "none" if epsilon is None else f"{epsilon:g}"
+    """A claim's ε for people, to 4 significant digits (an accountant's 2.00002 reads 2; report.json keeps every
+    digit); ``none`` for a claim that promises nothing (its ε is null in JSON)."""
+    return "none" if epsilon is None else f"{epsilon:.4g}"
+
+
+def claim_delta(delta) -> str:
+    """A claim's δ for people, to 4 significant digits (report.json keeps every digit)."""
+    return f"{delta:.4g}"
+
+
+#: p-values below this print as ``< 1e-10``: the computed value is only an upper bound down there (p-values are
+#: floored at ``stats.pvalues.P_FLOOR``, Holm multiplies them), and no test's α is anywhere near it
+P_SHOWN_FLOOR = 1e-10
+
+
+def p_text(p) -> str:
+    """A p-value for people: 4 significant digits, ``< 1e-10`` below that, ``n/a`` when there is none."""
+    if p is None:
+        return "n/a"
+    return f"< {P_SHOWN_FLOOR:.0e}" if p < P_SHOWN_FLOOR else f"{p:.4g}"
 
 
 def verdict_sentence(report: dict) -> str:
@@ -72,7 +92,7 @@ def verdict_sentence(report: dict) -> str:
     as evidence.
     """
     claim, audit = report["claim"], report["audit"]
-    delta = f", δ = {claim['delta']:g}" if claim["delta"] else ""
+    delta = f", δ = {claim_delta(claim['delta'])}" if claim["delta"] else ""
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
     if audit.get("uninformative"):
@@ -88,8 +108,8 @@ def verdict_sentence(report: dict) -> str:
                 + (shows if audit.get("uninformative") else f"{best} measures leakage {bound_text(audit)}")
                 + ": no_claim.")
     scope = " (its private ratings replaced)" if claim.get("neighbouring") == "replace_private" else ""
-    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim['epsilon']:g}{delta} {claim['model']} DP "
-            f"per {claim['unit']}{scope}; {shows}{power}: {report['verdict']}.")
+    return (f"{report['scenario']['mechanism']['kind']} claims ε = {claim_epsilon(claim['epsilon'])}{delta} "
+            f"{claim['model']} DP per {claim['unit']}{scope}; {shows}{power}: {report['verdict']}.")
 
 
 def report_markdown(report: dict) -> str:
@@ -113,8 +133,8 @@ def report_markdown(report: dict) -> str:
         "",
         *([md(report["scenario"]["description"]), ""] if report["scenario"].get("description") else []),
         f"- mechanism {md(report['scenario']['mechanism']['kind'])}; "
-        + (f"claim ({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']} model, per {claim['unit']} "
-           f"({claim['neighbouring']}), protecting the `{claim['view']}` view"
+        + (f"claim ({claim_epsilon(claim['epsilon'])}, {claim_delta(claim['delta'])})-DP, {claim['model']} model, "
+           f"per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view"
            if claim["epsilon"] is not None else "no privacy claim")
         + f"; the attacks read the `{audit['view']}` view"
         + (f" ({claim['note']})" if claim.get("note") else ""),
@@ -132,16 +152,8 @@ def report_markdown(report: dict) -> str:
         "",
         "## Tests",
         "",
-        "| test | claim ε | ε_LB | optimal ε_LB | confidence | ceiling | method | threshold | tightness | counts | "
-        "Holm p | verdict |",
-        "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|",
+        *markdown_table(report["tests"], TEST_COLUMNS),
     ]
-    for t in report["tests"]:
-        verdict = t["verdict"] + (" (uninformative)" if t.get("uninformative") else "")
-        lines.append(f"| {md(t['name'])} | {claim_epsilon(t['claim']['epsilon'])} | {epsilon_cell(t)} | "
-                     f"{_fmt(t.get('optimal_epsilon_lb'))} | {confidence_text(t['confidence'])} | "
-                     f"{_fmt(t['ceiling'])} | {t['method']} | {t['threshold_strategy']} | {_fmt(t['tightness'])} | "
-                     f"{counts_text(t['counts'])} | {_fmt(t['holm_adjusted_p_value'])} | {verdict} |")
     sequential = [line for line in map(sequential_sentence, report["tests"]) if line]
     if sequential:
         lines += ["", "Sequential audit (anytime-valid e-process; each test stops on its own, the audit when one "
@@ -170,6 +182,68 @@ def report_markdown(report: dict) -> str:
               f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "") + ".",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a report table: its header, the row's value (None: nothing to show, ``n/a``) and how the
+    value reads; ``num`` right-aligns it, ``code`` sets it as an identifier (HTML ``<code>``), ``user`` marks
+    text a user chose (escaped in Markdown; HTML escapes everything), ``nowrap`` keeps a short cell on one line
+    (``< 1e-10`` is not cut after its hyphen)."""
+
+    header: str
+    value: Callable[[dict], object]
+    text: Callable[[object], str] = str
+    num: bool = False
+    code: bool = False
+    user: bool = False
+    nowrap: bool = False
+
+    def cell(self, row: dict) -> str:
+        value = self.value(row)
+        return "n/a" if value is None else self.text(value)
+
+
+def shown_columns(rows: list[dict], columns: list[Column]) -> list[Column]:
+    """``columns`` without those that are empty (``n/a``) in every row: a column of n/a says nothing."""
+    return [c for c in columns if any(c.value(r) is not None for r in rows)]
+
+
+def markdown_table(rows: list[dict], columns: list[Column]) -> list[str]:
+    """The Markdown lines of a table of ``rows`` (columns empty in every row left out; user strings escaped)."""
+    columns = shown_columns(rows, columns)
+    return ["| " + " | ".join(c.header for c in columns) + " |",
+            "|" + "".join("---:|" if c.num else "---|" for c in columns)] + [
+        "| " + " | ".join(md(c.cell(r)) if c.user else c.cell(r) for c in columns) + " |" for r in rows]
+
+
+def html_table(rows: list[dict], columns: list[Column]) -> dict:
+    """What the HTML templates need for a table of ``rows``: the columns shown and each row's cells (text, to
+    be autoescaped) with the row's verdict as its class."""
+    columns = shown_columns(rows, columns)
+    return {"columns": columns, "rows": [(r.get("verdict", ""), [c.cell(r) for c in columns]) for r in rows]}
+
+
+def _verdict_cell(row: dict) -> str:
+    return row["verdict"] + (" (uninformative)" if row.get("uninformative") else "")
+
+
+#: the columns of a report's table of tests (Markdown and HTML alike)
+TEST_COLUMNS = [
+    Column("test", lambda t: t["name"], user=True),
+    Column("claim ε", lambda t: claim_epsilon(t["claim"]["epsilon"]), num=True),
+    Column("ε_LB", lambda t: epsilon_cell(t), num=True),
+    Column("optimal ε_LB", lambda t: t.get("optimal_epsilon_lb"), _fmt, num=True),
+    Column("confidence", lambda t: t["confidence"], confidence_text, num=True),
+    Column("ceiling", lambda t: t["ceiling"], _fmt, num=True),
+    Column("method", lambda t: t["method"]),
+    Column("threshold", lambda t: t["threshold_strategy"]),
+    Column("tightness", lambda t: t["tightness"], _fmt, num=True),
+    Column("counts", lambda t: counts_text(t["counts"])),
+    Column("p-value", lambda t: t.get("p_value"), p_text, num=True, nowrap=True),
+    Column("Holm p", lambda t: t.get("holm_adjusted_p_value"), p_text, num=True, nowrap=True),
+    Column("verdict", _verdict_cell),
+]
 
 
 def epsilon_cell(test: dict) -> str:

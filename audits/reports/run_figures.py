@@ -6,12 +6,13 @@ trial scores), so ``recaudit report`` redraws them byte for byte.
 from __future__ import annotations
 
 import math
+from html import escape
 
 import numpy as np
 
 from .plots import curve_value, dp_boundary, one_line
-from .report_text import claim_epsilon
-from .svg import Chart, colour
+from .report_text import claim_delta, claim_epsilon, confidence_text
+from .svg import FONT, LEGEND_ROW, Axis, Chart, _label, _marker, colour
 
 
 def roc_figure(curves: list[dict], claim: dict) -> bytes:
@@ -27,7 +28,7 @@ def roc_figure(curves: list[dict], claim: dict) -> bytes:
                   xlabel="false positive rate (world 0 called world 1)", ylabel="true positive rate")
     if claim["epsilon"] is not None:  # None: a mechanism that claims nothing has no boundary to draw
         chart.line(grid, dp_boundary(grid, claim["epsilon"], claim["delta"]), "#000", width=2,
-                   label=f"claimed boundary ε = {claim['epsilon']:g}, δ = {claim['delta']:g}")
+                   label=f"claimed boundary ε = {claim_epsilon(claim['epsilon'])}, δ = {claim_delta(claim['delta'])}")
     chart.line(grid, grid, "#808080", dash="2,3", label="chance (TPR = FPR)")
     for i, c in enumerate(curves):
         keep = (c["fpr"] > 0) & (c["tpr"] > 0)
@@ -39,36 +40,74 @@ def roc_figure(curves: list[dict], claim: dict) -> bytes:
     return chart.svg()
 
 
+ROW = 22  # pixels per row of the ε_LB figure
+LABEL_CHARS = 48  # longest row label drawn (longer ones are cut with …)
+
+
 def epsilon_figure(rows: list[dict], title: str) -> bytes:
-    """ε_LB of each row (dot; a cross when violated) with its one-sided interval up to the ceiling, against the
-    claimed ε (diagonal). ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling``, ``confidence``,
-    ``verdict``; one colour and legend entry per label, runs at the same claim spread sideways."""
-    claims = [r["claim"] for r in rows]
-    top = max([r["ceiling"] for r in rows if r["ceiling"] is not None] + claims + [1e-3])
-    high = max(claims + [r["epsilon_lb"] for r in rows]) * 1.15 + 0.05
+    """One row per test or run, each labelled: its claimed ε (black tick), its ε_LB (dot; a cross when violated)
+    and the one-sided interval [ε_LB, ∞) drawn up to the ceiling (an arrow and the ceiling's value when it lies
+    beyond the axis). Runs spread down the figure whatever their claims (a sweep of ε or sixteen runs at ε = 1
+    alike), and its height follows its rows: one test is one short row, not an empty square.
+
+    ``rows``: ``label``, ``claim``, ``epsilon_lb``, ``ceiling`` (None: unbounded), ``confidence``, ``verdict``.
+    """
+    labels = [one_line(r["label"], LABEL_CHARS) for r in rows]
+    left = 16 + 6.2 * max(map(len, labels), default=4)  # DejaVu Sans at 11 px: about 6 px a character
+    width, right, top, bottom = 640 + int(left), 84, 30, 44
+    plot = top + ROW * len(rows)
+    near = max([r["claim"] for r in rows] + [r["epsilon_lb"] for r in rows] + [1e-3])
+    ceilings = [r["ceiling"] for r in rows if r["ceiling"] is not None]
+    high = max(ceilings) * 1.05 if ceilings and max(ceilings) <= 2.5 * near else near * 1.3
+    x = Axis(0.0, high, left, width - right)
     conf = sorted({r["confidence"] for r in rows})
-    chart = Chart(640, 420, (0, high), (0, max(high, top * 1.05)), xlabel="claimed ε",
-                  ylabel="ε lower bound (bar: up to the ceiling)",
-                  title=f"{title} (confidence {', '.join(f'{100 * c:.4g} %' for c in conf)})")
-    chart.line([0, high], [0, high], "#000", width=1, label="ε_LB = claimed ε")
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    span = max(claims) - min(claims)
-    width = 0.04 * (span if span > 0 else max(claims[0], 1.0))
-    same: dict[float, list[int]] = {}
-    for i, r in enumerate(rows):
-        same.setdefault(round(r["claim"], 6), []).append(i)  # accountants' claims differ in the last digits
-    for i, r in enumerate(rows):
-        group = same[round(r["claim"], 6)]
-        x = r["claim"] + width * (group.index(i) - (len(group) - 1) / 2)
-        col = colour(labels.index(r["label"]))
-        chart.segment(x, r["epsilon_lb"], x, max(r["ceiling"] or top, r["epsilon_lb"]), col)
-        chart.line([x], [r["epsilon_lb"]], col, width=0, size=4,
-                   marker="x" if r.get("verdict") == "violated" else "o")
-    for i, label in enumerate(labels):
-        chart.line([], [], colour(i), width=0, marker="o", label=one_line(label))
-    if any(r.get("verdict") == "violated" for r in rows):
-        chart.line([], [], "#4d4d4d", width=0, marker="x", label="violated (cross)")
-    return chart.svg()
+    legend = [("claimed ε", "#000", "tick"), ("ε_LB (dot; cross: violated)", colour(0), "o"),
+              ("one-sided interval up to the ceiling", colour(0), "line")]
+    full = plot + bottom + LEGEND_ROW * len(legend) + 6
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{full}" '
+            f'viewBox="0 0 {width} {full}" style="{FONT};font-size:11px">'),
+           f'<rect width="{width}" height="{full}" fill="white"/>',
+           (f'<text x="{(x.start + x.stop) / 2:.0f}" y="16" text-anchor="middle" font-size="12">'
+            f'{escape(title)} (confidence {escape(", ".join(confidence_text(c) for c in conf))})</text>')]
+    for tick in x.ticks():
+        p = float(x([tick])[0])
+        out.append(f'<line x1="{p:.1f}" y1="{top}" x2="{p:.1f}" y2="{plot}" stroke="#000" stroke-opacity="0.12"/>')
+        out.append(f'<text x="{p:.1f}" y="{plot + 14}" text-anchor="middle">{escape(_label(tick, False))}</text>')
+    out.append(f'<rect x="{x.start}" y="{top}" width="{x.stop - x.start}" height="{plot - top}" fill="none" '
+               'stroke="#000"/>')
+    out.append(f'<text x="{(x.start + x.stop) / 2:.0f}" y="{plot + 32}" text-anchor="middle">ε (the claim, and '
+               'the lower bound at the confidence above)</text>')
+    for i, (r, label) in enumerate(zip(rows, labels)):
+        y = top + ROW * (i + 0.5)
+        col = "#c62828" if r.get("verdict") == "violated" else colour(0)
+        lb, claim = (float(v) for v in x([r["epsilon_lb"], r["claim"]]))
+        end = x.stop if r["ceiling"] is None else min(float(x([r["ceiling"]])[0]), x.stop)
+        out.append(f'<text x="{left - 8:.0f}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>')
+        out.append(f'<line x1="{lb:.1f}" y1="{y:.1f}" x2="{end:.1f}" y2="{y:.1f}" stroke="{col}" stroke-width="1.5" '
+                   'stroke-opacity="0.6"/>')
+        if r["ceiling"] is None or float(x([r["ceiling"]])[0]) > x.stop:
+            out.append(f'<path d="M{end - 6:.1f},{y - 4:.1f}L{end:.1f},{y:.1f}L{end - 6:.1f},{y + 4:.1f}" '
+                       f'fill="none" stroke="{col}"/>')
+            said = "unbounded" if r["ceiling"] is None else f"ceiling {r['ceiling']:.3g}"
+            out.append(f'<text x="{x.stop + 4:.1f}" y="{y + 4:.1f}" fill="#555">{escape(said)}</text>')
+        else:
+            out.append(f'<line x1="{end:.1f}" y1="{y - 4:.1f}" x2="{end:.1f}" y2="{y + 4:.1f}" stroke="{col}"/>')
+        out.append(f'<line x1="{claim:.1f}" y1="{y - 8:.1f}" x2="{claim:.1f}" y2="{y + 8:.1f}" stroke="#000" '
+                   'stroke-width="2"/>')
+        out.append(_marker("x" if r.get("verdict") == "violated" else "o", lb, y, 4.0, col))
+    for k, (text, col, kind) in enumerate(legend):
+        y = plot + bottom + k * LEGEND_ROW
+        a = x.start
+        if kind == "tick":
+            out.append(f'<line x1="{a + 14}" y1="{y - 7}" x2="{a + 14}" y2="{y + 7}" stroke="{col}" stroke-width="2"/>')
+        elif kind == "line":
+            out.append(f'<line x1="{a}" y1="{y}" x2="{a + 28}" y2="{y}" stroke="{col}" stroke-width="1.5" '
+                       'stroke-opacity="0.6"/>')
+        else:
+            out.append(_marker("o", a + 14, y, 4.0, col))
+        out.append(f'<text x="{a + 36}" y="{y + 4}">{escape(text)}</text>')
+    out.append("</svg>")
+    return ("\n".join(out) + "\n").encode()
 
 
 def timeline_figure(world: dict, utility: dict) -> bytes | None:
