@@ -6,7 +6,7 @@ this package is imported below, so nothing else needs a line.
 import importlib
 import pkgutil
 
-from .base import ATTACKS, Attack
+from .base import ATTACKS, Attack, AttackError
 from .covariance_projection import CovarianceProjectionAttack
 from .learned import OUTPUT_ATTACKS, BoostedAttack, HistogramAttack, LogisticAttack, OutputAttack
 from .differencing import DifferencingAttack, NoiseAwareDifferencingAttack
@@ -16,6 +16,6 @@ from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAtt
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "AttackError", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack",
            "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack", "LogisticAttack",
            "OutputAttack", "SubspaceAlignmentAttack", "UnpublishedDirectionAttack"]

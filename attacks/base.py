@@ -7,6 +7,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.mechanisms import Mechanism
 from recaudit.core.registry import Registry
 from recaudit.simulator.targets import TargetPair
@@ -14,6 +15,14 @@ from recaudit.simulator.transcript import View, ViewKind
 
 #: every registered attack, by kind
 ATTACKS: Registry = Registry("attack")
+
+
+class AttackError(ParameterError):
+    """An attack cannot read this input (a view it does not read, a mechanism it does not know): the user's
+    scenario asks for it, so it is bad input (exit 2). ``field`` is ``attack`` unless a setting is at fault."""
+
+    def __init__(self, message: str, field: str = "attack"):
+        super().__init__(field, message)
 
 
 class Attack(ABC):
@@ -28,6 +37,9 @@ class Attack(ABC):
     #: the registered name (``class X(Attack, kind="x")`` sets it and registers X in ``ATTACKS``)
     kind: ClassVar[str] = ""
     views: tuple[ViewKind, ...] = ("messages",)
+    #: the mechanism classes whose runs it reads (empty: any mechanism's), and how a refusal names them
+    reads: ClassVar[tuple[type, ...]] = ()
+    reads_text: ClassVar[str] = ""
     requires_fit: bool = False
     #: the conformance suite (``recaudit.attacks.checks``, ``recaudit.audits.checks``): the parameters it builds the attack with,
     #: and the registered mechanism whose test scenario it attacks (None: no registered mechanism fits it)
@@ -38,10 +50,28 @@ class Attack(ABC):
         super().__init_subclass__(**kwargs)
         ATTACKS.add(cls, kind)
 
-    def check_view(self, view: View) -> None:
-        """Raise ``ValueError`` when ``view`` is not one this attack reads."""
-        if view.kind not in self.views:
-            raise ValueError(f"attack {self.kind} reads the {' or '.join(self.views)} view, not {view.kind!r}")
+    def refusal(self, mechanism: Mechanism | None, view: ViewKind) -> str | None:
+        """Why this attack cannot score ``view`` of ``mechanism``'s runs (None: it can).
+
+        The one place an attack says what it reads; ``recaudit validate`` asks it (through the scenario
+        language) for every attack of a scenario, with the view the audit gives it, before any work. An
+        attack that knows only some mechanisms overrides it (calling this first).
+        """
+        if view not in self.views:
+            return f"{self.kind} reads the {' or '.join(self.views)} view, not {view!r}"
+        if mechanism is not None and self.reads and not isinstance(mechanism, self.reads):
+            return f"{self.kind} reads {self.reads_text}, not {mechanism.kind}'s"
+        return None
+
+    def check(self, mechanism: Mechanism | None, view: ViewKind) -> None:
+        """Raise :class:`AttackError` with :meth:`refusal`'s reason when there is one."""
+        reason = self.refusal(mechanism, view)
+        if reason is not None:
+            raise AttackError(f"attack {reason}")
+
+    def check_view(self, view: View, mechanism: Mechanism | None = None) -> None:
+        """:meth:`check` on a view at scoring time (an audit built outside the scenario language)."""
+        self.check(mechanism, view.kind)
 
     def fit(self, mechanism: Mechanism, pair: TargetPair, view: View, worlds: np.ndarray) -> None:
         """Learn from training runs ``view`` whose worlds are ``worlds`` (no-op unless ``requires_fit``)."""

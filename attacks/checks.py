@@ -16,7 +16,7 @@ from recaudit.mechanisms.claims import ViewKind
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import view_class
 
-from .base import ATTACKS, Attack
+from .base import ATTACKS, Attack, AttackError
 
 
 def instance(cls: type[Attack]) -> Attack:
@@ -59,16 +59,18 @@ def _empty_view(kind: str):
 
 
 def check_refuses_other_views(cls: type[Attack]) -> None:
-    """Given a view it does not read, it raises ``ValueError`` (one clear message), not any other error."""
+    """Given a view it does not read, ``refusal`` says so and scoring raises :class:`AttackError` (bad input,
+    one clear message), not any other error."""
     others = [kind for kind in typing.get_args(ViewKind) if kind not in cls.views]
     attack = instance(cls)
     block = mechanism_block(cls)
     mechanism = None if block is None else MECHANISMS[block["kind"]](**{k: v for k, v in block.items() if k != "kind"})
     for kind in others:
+        assert attack.refusal(mechanism, kind) is not None, f"{cls.kind}: refusal() accepts the {kind!r} view"
         view = _empty_view(kind)
         try:
             attack.scores(mechanism, TargetPair.__new__(TargetPair), view)
-        except ValueError:
+        except AttackError:
             continue
         raise AssertionError(f"{cls.kind} scored a {kind!r} view it does not read")
 

@@ -25,6 +25,7 @@ import numpy as np
 from scipy import sparse
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.mcsherry_mironov import McSherryMironov
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
@@ -69,17 +70,15 @@ class CovarianceProjectionAttack(Attack, kind="covariance_projection"):
     """Inverse-variance projection of McSherry–Mironov's measurements on the target's contribution."""
 
     views = ("releases", "others", "target")
+    reads = (McSherryMironov,)
+    reads_text = "McSherry–Mironov's releases (mcsherry_mironov*)"
     test_mechanism = "mcsherry_mironov"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        self.check_view(view)
-        if not hasattr(mechanism, "noise_scales") or not hasattr(mechanism, "centred"):
-            raise ValueError(f"attack {self.kind} reads McSherry–Mironov releases, not {mechanism.kind}'s")
+        self.check_view(view, mechanism)
         rows0, rows1 = pair.rows0.ratings, pair.rows1.ratings
         if view.kind == "target":
             return self._target_scores(mechanism, pair, view)
-        if view.kind not in ("releases", "others"):
-            raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
         if view.audited is not None:  # canaries: every one against the run's single release
             release = view.releases[0][-1].published
             return (contribution_scores(mechanism, release, rows1)

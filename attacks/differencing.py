@@ -34,10 +34,11 @@ import numpy as np
 from annotated_types import Ge
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.continual_covariance import ContinualCovariance
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, AttackError
 from .subspace_alignment import _directions
 
 
@@ -47,7 +48,7 @@ def _covariances(releases) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         matrices = np.stack([np.asarray(r.published["covariance"]) for r in releases])
         ticks = np.array([int(r.published["tick"]) for r in releases])
     except (TypeError, KeyError, IndexError):
-        raise ValueError("attack differencing reads releases that publish a 'covariance' matrix "
+        raise AttackError("attack differencing reads releases that publish a 'covariance' matrix "
                          "(mechanisms continual_covariance_*)") from None
     return np.array([r.time for r in releases]), ticks, matrices
 
@@ -57,6 +58,8 @@ class DifferencingAttack(Attack, kind="differencing"):
     """Releases after the target's arrival minus releases before it, projected on the pair's difference."""
 
     views = ("releases",)
+    reads = (ContinualCovariance,)
+    reads_text = "releases of a covariance matrix (continual_covariance_*)"
     test_mechanism = "continual_covariance_tree"
     #: releases used on each side of the arrival (None: all of them)
     window: Annotated[int, Ge(1)] | None = None
@@ -68,7 +71,7 @@ class DifferencingAttack(Attack, kind="differencing"):
         """The estimated jump of the releases' projections at ``arrival``."""
         after = times >= arrival
         if not after.any():
-            raise ValueError(f"no release after the target's arrival at t={arrival:g}")
+            raise AttackError(f"attack differencing: no release after the target's arrival at t={arrival:g}")
         if self.window is not None:
             keep = np.zeros(times.size, bool)
             keep[np.flatnonzero(after)[:self.window]] = True
@@ -83,10 +86,9 @@ class DifferencingAttack(Attack, kind="differencing"):
         return float(np.linalg.solve(design.T @ weighted, weighted.T @ projections)[-1])
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "releases":
-            raise ValueError(f"attack {self.kind} reads the releases view, not {view.kind!r}")
+        self.check_view(view, mechanism)
         if view.arrival is None:
-            raise ValueError(f"attack {self.kind} needs the audited users' arrival times in the view")
+            raise AttackError(f"attack {self.kind} needs the audited users' arrival times in the view")
         x0, x1 = _directions(pair)
         if view.audited is not None:  # canaries of one run
             times, ticks, matrices = _covariances(view.releases[0])

@@ -11,7 +11,7 @@ from recaudit.core.errors import InternalError
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
-from .base import Attack
+from .base import Attack, AttackError
 from .pmc_sign import message_rows
 
 
@@ -49,9 +49,17 @@ class DinurNissimAttack(Attack, kind="dinur_nissim"):
     views = ("messages",)
     test_mechanism = None  # no registered mechanism releases noisy subset sums
 
+    def refusal(self, mechanism: Mechanism | None, view) -> str | None:
+        reason = super().refusal(mechanism, view)
+        if reason is None and mechanism is not None and not getattr(mechanism, "subset_sums", False):
+            reason = (f"{self.kind} reads noisy subset sums (a mechanism with subset_sums = True); "
+                      f"{mechanism.kind} releases none")
+        return reason
+
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "messages" or not view.queries:
-            raise ValueError(f"attack {self.kind} reads a messages view with subset queries")
+        self.check_view(view, mechanism)
+        if not view.queries:
+            raise AttackError(f"attack {self.kind} reads a messages view with subset queries")
         runs = message_rows(pair, view)
         answers = np.asarray(view.messages, float)
         subsets = np.asarray(view.queries[0], float)

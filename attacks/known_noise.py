@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recaudit.core.errors import InternalError
 from recaudit.mechanisms import Mechanism
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
@@ -50,6 +51,13 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
     views = ("statistics",)
     test_mechanism = "continual_covariance_tree"
 
+    def refusal(self, mechanism: Mechanism | None, view) -> str | None:
+        reason = super().refusal(mechanism, view)
+        if reason is None and mechanism is not None and not hasattr(mechanism, "white_box_means"):
+            reason = (f"{self.kind} reads white-box statistics (a mechanism with statistics, statistic_noise and "
+                      f"white_box_means), and {mechanism.kind} publishes none")
+        return reason
+
     def _parts(self, mechanism: Mechanism, pair: TargetPair, view: View) -> list:
         """Per statistic: (noise law, values, m₀, m₁). The replay is the costly part, and ``scores`` then ``reach``
         read the same two views (one per world), so the last two views' parts are kept."""
@@ -64,10 +72,7 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         return {k: v for k, v in self.__dict__.items() if k != "_last"}
 
     def _replay(self, mechanism: Mechanism, pair: TargetPair, view: View):
-        if view.kind != "statistics":
-            raise ValueError(f"attack {self.kind} reads the statistics view, not {view.kind!r}")
-        if not hasattr(mechanism, "white_box_means"):
-            raise ValueError(f"attack {self.kind}: {mechanism.kind} publishes no white-box statistics")
+        self.check_view(view, mechanism)
         stats = view.statistics
         runs = len(view)
         ticks = answer_rounds(view, runs)
@@ -95,7 +100,7 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
             d = (m1 - m0) / scale
             parts.append(_per_run(d * d if law == "gaussian" else np.abs(d)))
         if len(laws) != 1:
-            raise ValueError(f"{mechanism.kind}: the statistics mix noise laws {sorted(laws)}")
+            raise InternalError(f"{mechanism.kind}: the statistics mix noise laws {sorted(laws)}")
         law = laws.pop()
         total = np.sum(parts, axis=0)
         return law, np.sqrt(total) if law == "gaussian" else total

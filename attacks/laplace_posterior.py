@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
@@ -37,7 +38,15 @@ class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
     """
 
     views = ("messages",)
+    reads = (XinJaakkola,)
+    reads_text = "a Xin–Jaakkola mechanism's messages"
     test_mechanism = "xin_jaakkola_laplace"
+
+    def refusal(self, mechanism: Mechanism | None, view) -> str | None:
+        reason = super().refusal(mechanism, view)
+        if reason is None and mechanism is not None and getattr(mechanism, "scale", None) is None:
+            reason = f"{self.kind} needs a Laplace mechanism (a published noise scale); {mechanism.kind} has none"
+        return reason
 
     @staticmethod
     def posterior(messages: np.ndarray, prior: np.ndarray, levels: np.ndarray, scale: float) -> np.ndarray:
@@ -53,11 +62,8 @@ class LaplacePosteriorAttack(Attack, kind="laplace_posterior"):
         return levels[np.argmax(self.posterior(messages, public.prior, levels, public.scale), axis=2)]
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "messages":
-            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
-        scale = getattr(mechanism, "scale", None)
-        if scale is None:
-            raise ValueError(f"attack {self.kind} needs a Laplace mechanism (a published noise scale)")
+        self.check_view(view, mechanism)
+        scale = mechanism.scale
         runs = message_rows(pair, view)
         r0, r1 = pair.rows0.ratings[runs].toarray(), pair.rows1.ratings[runs].toarray()
         rated = (r0 != 0) & (r1 != 0)

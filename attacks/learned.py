@@ -34,7 +34,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Attack
+from recaudit.mechanisms.base import LocalMechanism
+
+from .base import Attack, AttackError
 
 __all__ = ["OutputTable", "output_table", "describe_outputs", "OutputAttack", "HistogramAttack",
            "LogisticAttack", "BoostedAttack", "OUTPUT_ATTACKS"]
@@ -80,17 +82,17 @@ def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]
         parts = [_component(a[f], n, what, f"{name}.{f}") for f in a.dtype.names]
         return np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     if a.ndim == 0 or a.shape[0] != n or a.dtype.kind not in "biuf":
-        raise ValueError(f"{what}: {name} is {describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)}; "
+        raise AttackError(f"{what}: {name} is {describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)}; "
                          f"need one output per run on axis 0: an array of shape ({n},) (scalars) or ({n}, d) "
                          f"(vectors, indices), numeric or boolean, or a tuple/dict of such arrays (mixed outputs)")
     table = a.reshape(n, -1).astype(float, copy=False)
     if np.isnan(table).any():
-        raise ValueError(f"{what}: {name} contains NaN")
+        raise AttackError(f"{what}: {name} contains NaN")
     return table, np.full(table.shape[1], a.dtype.kind in "biu")
 
 
 def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
-    """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear ValueError otherwise.
+    """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear :class:`AttackError` (a ``ValueError``) otherwise.
 
     ``what`` names the source in errors (e.g. ``"world 0: sample(0, n, rng)"``).
     """
@@ -102,12 +104,12 @@ def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
     else:
         items = [("the output", outputs)]
     if not items:
-        raise ValueError(f"{what}: got an empty {type(outputs).__name__}; need one output per run")
+        raise AttackError(f"{what}: got an empty {type(outputs).__name__}; need one output per run")
     try:
         parts = [_component(x, n, what, name) for name, x in items]
     except ValueError as e:
         if len(items) == 1 and not isinstance(outputs, np.ndarray):
-            raise ValueError(f"{what}: returned {describe_outputs(outputs)}; need one output per run on axis 0: "
+            raise AttackError(f"{what}: returned {describe_outputs(outputs)}; need one output per run on axis 0: "
                              f"an array of shape ({n},) (scalars) or ({n}, d) (vectors, indices), or a tuple/dict "
                              f"of such arrays (mixed outputs)") from None
         raise e from None
@@ -121,6 +123,15 @@ class OutputAttack(Attack):
     requires_fit: ClassVar[bool] = True
     views = ("messages",)
 
+    def refusal(self, mechanism, view) -> str | None:
+        """In scenarios a learned attack reads the messages of a local mechanism (one array row per user); a
+        central or joint mechanism's messages go to a trusted server as other types (sparse rows)."""
+        reason = super().refusal(mechanism, view)
+        if reason is None and mechanism is not None and getattr(mechanism, "claim_model", "local") != "local":
+            reason = (f"{self.kind} learns from a local mechanism's messages; {mechanism.kind} makes a "
+                      f"{mechanism.claim_model} claim (its messages go to a trusted server)")
+        return reason
+
     def fit_outputs(self, table0: OutputTable, table1: OutputTable, seed: Any = 0) -> "OutputAttack":
         raise NotImplementedError
 
@@ -131,7 +142,7 @@ class OutputAttack(Attack):
     @staticmethod
     def _table(view) -> OutputTable:
         if view.kind != "messages" or view.messages is None:
-            raise ValueError(f"learned attacks read the 'messages' view in scenarios, got {view.kind!r}")
+            raise AttackError(f"attack: learned attacks read the 'messages' view in scenarios, not {view.kind!r}")
         return output_table(np.asarray(view.messages), len(view.messages), "messages view")
 
     def fit(self, mechanism, pair, view, worlds) -> None:
@@ -175,19 +186,26 @@ class HistogramAttack(OutputAttack, kind="histogram"):
 
     max_categories: int = 4096
 
+    def refusal(self, mechanism, view) -> str | None:
+        reason = super().refusal(mechanism, view)
+        if reason is None and mechanism is not None and not isinstance(mechanism, LocalMechanism):
+            reason = (f"{self.kind} counts exact outputs: it reads a local randomizer's discrete messages (a "
+                      f"LocalMechanism); {mechanism.kind}'s are not (use logistic or boosted)")
+        return reason
+
     def __post_init__(self) -> None:
         if int(self.max_categories) < 2:
-            raise ValueError("max_categories must be >= 2")
+            raise AttackError("max_categories must be >= 2", field="max_categories")
 
     def fit_outputs(self, table0, table1, seed=0):
         if not table0.discrete.all():
-            raise ValueError("the histogram attack counts exact outputs and needs discrete ones (integer or "
+            raise AttackError("the histogram attack counts exact outputs and needs discrete ones (integer or "
                              f"boolean columns); columns {np.flatnonzero(~table0.discrete).tolist()} are "
                              "continuous: use attack='logistic' or 'boosted'")
         n0, n1 = len(table0), len(table1)
         cats, inverse = unique_rows(np.vstack([table0.values, table1.values]))
         if cats.shape[0] > self.max_categories:
-            raise ValueError(f"the histogram attack saw {cats.shape[0]} distinct outputs in its fitting runs "
+            raise AttackError(f"the histogram attack saw {cats.shape[0]} distinct outputs in its fitting runs "
                              f"(max_categories = {self.max_categories}); it is for small discrete outputs: "
                              "use attack='logistic' or 'boosted'")
         c0 = np.bincount(inverse[:n0], minlength=cats.shape[0])

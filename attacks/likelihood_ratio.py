@@ -54,12 +54,11 @@ class LikelihoodRatioAttack(Attack, kind="likelihood_ratio"):
     """
 
     views = ("messages",)
+    reads = (LocalMechanism,)
+    reads_text = "a local randomizer's messages (a LocalMechanism)"
 
     def scores(self, mechanism, pair, view) -> np.ndarray:
-        if view.kind != "messages":
-            raise ValueError(f"the likelihood-ratio attack reads the 'messages' view, got {view.kind!r}")
-        if not isinstance(mechanism, LocalMechanism):
-            raise ValueError(f"the likelihood-ratio attack needs a local randomizer; {mechanism.kind} is not one")
+        self.check_view(view, mechanism)
         tabled = self.score_table(mechanism, pair, view)
         if tabled is not None:
             codes, table = tabled

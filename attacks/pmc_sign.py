@@ -6,10 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
-from .base import Attack, PublicKnowledge
+from .base import Attack, AttackError, PublicKnowledge
 
 
 def message_rows(pair: TargetPair, view: View) -> np.ndarray:
@@ -21,7 +22,7 @@ def message_rows(pair: TargetPair, view: View) -> np.ndarray:
 def item_means_of(view: View) -> np.ndarray:
     """The item means ``μ`` each run's user was sent (its public query, one row per run)."""
     if not view.queries:
-        raise ValueError("the view holds no queries: Xin–Jaakkola users are sent μ as their query")
+        raise AttackError("attack pmc_sign: the view holds no queries (Xin–Jaakkola users are sent μ as their query)")
     mu = np.asarray(view.queries[0], float)
     return np.broadcast_to(mu, view.messages.shape) if mu.shape[0] == 1 else mu
 
@@ -36,14 +37,15 @@ class PmcSignAttack(Attack, kind="pmc_sign"):
     """
 
     views = ("messages",)
+    reads = (XinJaakkola,)
+    reads_text = "a Xin–Jaakkola mechanism's messages"
     test_mechanism = {"kind": "xin_jaakkola", "response": "pmc", "public_users": 20}
 
     def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
         return np.sign(messages)
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "messages":
-            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
+        self.check_view(view, mechanism)
         guess = self.reconstruct(view.messages, PublicKnowledge())
         mu, runs = item_means_of(view), message_rows(pair, view)
         out = []

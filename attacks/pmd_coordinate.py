@@ -6,10 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
-from .base import Attack, PublicKnowledge
+from .base import Attack, AttackError, PublicKnowledge
 from .pmc_sign import message_rows
 
 
@@ -24,19 +25,20 @@ class PmdCoordinateAttack(Attack, kind="pmd_coordinate"):
     """
 
     views = ("messages",)
+    reads = (XinJaakkola,)
+    reads_text = "a Xin–Jaakkola mechanism's messages"
     test_mechanism = "xin_jaakkola"
 
     def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
         return messages
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "messages":
-            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
+        self.check_view(view, mechanism)
         runs = message_rows(pair, view)
         r0, r1 = pair.rows0.ratings[runs].toarray(), pair.rows1.ratings[runs].toarray()
         differs = (r0 != r1) & (r0 != 0) & (r1 != 0)
         if not differs.any(axis=1).all():
-            raise ValueError(f"attack {self.kind}: some audited user has no rated item whose rating differs "
+            raise AttackError(f"attack {self.kind}: some audited user has no rated item whose rating differs "
                              "between the worlds")
         item = np.argmax(differs, axis=1)
         at = np.arange(len(runs))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
@@ -24,6 +25,8 @@ class PmdPairwiseAttack(Attack, kind="pmd_pairwise"):
     """
 
     views = ("messages",)
+    reads = (XinJaakkola,)
+    reads_text = "a Xin–Jaakkola mechanism's messages"
     test_mechanism = "xin_jaakkola"
 
     def reconstruct(self, messages: np.ndarray, public: PublicKnowledge) -> np.ndarray:
@@ -32,8 +35,7 @@ class PmdPairwiseAttack(Attack, kind="pmd_pairwise"):
         return a if public.covariance is None else a @ public.covariance
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "messages":
-            raise ValueError(f"attack {self.kind} reads the messages view, got {view.kind!r}")
+        self.check_view(view, mechanism)
         mu, runs = item_means_of(view), message_rows(pair, view)
         a = self.reconstruct(view.messages, PublicKnowledge(item_means=mu))
         out = []

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.xin_jaakkola import XinJaakkola
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
@@ -30,11 +31,12 @@ class SigmaTiltAttack(Attack, kind="sigma_tilt"):
     """``x₁ᵀΣ²x₁ − x₀ᵀΣ²x₀`` on the last published ``(μ, Σ)`` (one run per audited user, or many canaries)."""
 
     views = ("releases",)
+    reads = (XinJaakkola,)
+    reads_text = "a Xin–Jaakkola mechanism's published (μ, Σ)"
     test_mechanism = "xin_jaakkola"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "releases":
-            raise ValueError(f"attack {self.kind} reads the releases view, got {view.kind!r}")
+        self.check_view(view, mechanism)
         if view.audited is not None:  # canaries: one run, one model for all
             return self._tilt(view.releases[0][-1].published, pair.rows0, pair.rows1)
         out = []

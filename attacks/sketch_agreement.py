@@ -22,10 +22,11 @@ class SketchAgreementAttack(Attack, kind="sketch_agreement"):
     """
 
     views = ("messages",)
+    reads = (LocalMechanism,)
+    reads_text = "a local mechanism's messages (a LocalMechanism)"
 
     def scores(self, mechanism, pair, view) -> np.ndarray:
-        if view.kind != "messages" or not isinstance(mechanism, LocalMechanism):
-            raise ValueError("the sketch-agreement attack reads the 'messages' view of a local mechanism")
+        self.check_view(view, mechanism)
         messages = np.asarray(view.messages, dtype=bool)
         runs = np.arange(len(messages)) if len(pair) == len(messages) else np.zeros(len(messages), np.int64)
         s0 = sketches_under(mechanism, pair.rows0.take(runs), view.queries)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recaudit.mechanisms.sp2 import SP2
+
 from .base import Attack
 
 
@@ -19,10 +21,12 @@ class SP2ServerViewAttack(Attack, kind="sp2_server_view"):
     """
 
     views = ("messages",)
+    reads = (SP2,)
+    reads_text = "SP2's messages (sp2*)"
     test_mechanism = "sp2"
 
     def scores(self, mechanism, pair, view) -> np.ndarray:
-        self.check_view(view)
+        self.check_view(view, mechanism)
         n_items = pair.rows0.n_items
         fetched = np.asarray(view.messages, float)[:, n_items:2 * n_items]
         private0, private1 = (pair.rows0.private_mask.toarray().astype(float),

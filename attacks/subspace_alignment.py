@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from recaudit.mechanisms import Mechanism
+from recaudit.mechanisms.matrix_completion import GramCompletion
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View, rows_of
 
-from .base import Attack
+from .base import Attack, AttackError
 
 
 def _directions(pair: TargetPair) -> tuple[np.ndarray, np.ndarray]:
@@ -45,10 +46,12 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
     """Tilt of the adversary's item vectors toward the world-1 target's items, minus toward world 0's."""
 
     views = ("releases", "others", "target")
+    reads = (GramCompletion,)
+    reads_text = "a Gram matrix completion's item vectors (private_frank_wolfe*, private_projected_gradient)"
     test_mechanism = "private_frank_wolfe"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        self.check_view(view)
+        self.check_view(view, mechanism)
         x0, x1 = _directions(pair)
         if view.audited is not None:
             return self._canary_scores(view, x0, x1)
@@ -64,7 +67,7 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
         if view.kind == "target":
             rows = [t.dense()[0] for t in view.target]
             return np.array([r @ x1[i % len(x1)] - r @ x0[i % len(x0)] for i, r in enumerate(rows)])
-        raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
+        raise AttackError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
 
     def _canary_scores(self, view: View, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
         """Every canary of one run at once (``x0``, ``x1``: one row per canary)."""
@@ -84,7 +87,7 @@ class SubspaceAlignmentAttack(Attack, kind="subspace_alignment"):
                 return np.sum((z @ second) * z, axis=1) - np.sum(own * z, axis=1) ** 2
 
             return tilt(x1) - tilt(x0)
-        raise ValueError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
+        raise AttackError(f"attack {self.kind} reads releases, others or target views, not {view.kind!r}")
 
 
 def _tilt(basis: np.ndarray, x: np.ndarray) -> float:
@@ -107,11 +110,14 @@ class UnpublishedDirectionAttack(Attack, kind="unpublished_direction"):
     """
 
     views = ("others",)
+    reads = (GramCompletion,)
+    reads_text = "a Gram matrix completion's item vectors (private_frank_wolfe*, private_projected_gradient)"
     test_mechanism = "private_frank_wolfe"
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
-        if view.kind != "others" or view.audited is not None:
-            raise ValueError(f"attack {self.kind} reads the others view of one run per audited user")
+        self.check_view(view, mechanism)
+        if view.audited is not None:
+            raise AttackError(f"attack {self.kind} reads the others view of one run per audited user")
         x0, x1 = _directions(pair)
         scores = []
         for i, ((_, rows), releases) in enumerate(zip(view.others, view.releases)):

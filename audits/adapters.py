@@ -22,6 +22,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.mechanisms.claims import PrivacyClaim
 from recaudit.mechanisms.conversions import from_zcdp
 
@@ -62,7 +63,7 @@ def replace_one(dataset, index: int, record) -> Neighbours:
     """``(dataset, dataset with record ``index`` replaced by ``record``)``: replace-one neighbours (bounded DP)."""
     records = list(dataset)
     if not -len(records) <= index < len(records):
-        raise ValueError(f"index {index} is outside a dataset of {len(records)} records")
+        raise ParameterError("index", f"index {index} is outside a dataset of {len(records)} records")
     other = list(records)
     other[index] = record
     return Neighbours(_like(dataset, records), _like(dataset, other), "replace one record")
@@ -92,7 +93,7 @@ class LibraryMechanism:
 
     def __post_init__(self) -> None:
         if self.seeding not in SEEDINGS:
-            raise ValueError(f"seeding must be one of {SEEDINGS}, got {self.seeding!r}")
+            raise ParameterError("seeding", f"seeding must be one of {SEEDINGS}, got {self.seeding!r}")
         if self.seeding is None and self.not_reproducible is None:
             self.not_reproducible = (f"{self.library or 'the library'} cannot be seeded: it draws its own "
                                      "randomness, so the same seed gives a different run")
@@ -180,17 +181,17 @@ def opendp_claim(measurement, d_in, delta: float | None = None, *, gaussian: boo
         return PrivacyClaim(float(loss), 0.0, "central", conversion=f"OpenDP {measure}: ε = map({d_in!r})")
     if measure.startswith("ZeroConcentratedDivergence"):
         if delta is None:
-            raise ValueError("the measurement is ρ-zCDP: give delta= to convert it to (ε, δ)")
+            raise ParameterError("delta", "the measurement is ρ-zCDP: give delta= to convert it to (ε, δ)")
         return from_zcdp(float(loss), delta, gaussian=gaussian)
     if measure.startswith("Approximate(MaxDivergence"):
         epsilon, approx_delta = (float(x) for x in loss)
         return PrivacyClaim(epsilon, approx_delta, "central", conversion=f"OpenDP {measure}: (ε, δ) = map({d_in!r})")
     if measure.startswith("SmoothedMaxDivergence"):
         if delta is None:
-            raise ValueError("the measurement has a privacy profile: give delta= to read ε at it")
+            raise ParameterError("delta", "the measurement has a privacy profile: give delta= to read ε at it")
         return PrivacyClaim(float(loss.epsilon(delta)), float(delta), "central",
                             conversion=f"OpenDP {measure}: ε at δ from the privacy profile of map({d_in!r})")
-    raise ValueError(f"no conversion from OpenDP's {measure} to an (ε, δ) claim")
+    raise ParameterError("measurement", f"no conversion from OpenDP's {measure} to an (ε, δ) claim")
 
 
 def from_opendp(measurement, d_in, neighbours=None, delta: float | None = None, *, gaussian: bool = False,

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
 from recaudit.attacks.sparse import SparseBoostedAttack
 
@@ -28,7 +29,7 @@ def _hand_scores(outputs, score: Callable, trials: int, world: int) -> np.ndarra
             hint = (f"; the outputs look like vectors of {s.size // trials} per trial: a score must reduce each "
                     "output to one number, or drop score= (and the mechanism's .score) to let a learned "
                     "attack read them")
-        raise ValueError(f"world {world}: expected {trials} scores (one per trial), got {s.size}{hint}")
+        raise ParameterError("score", f"world {world}: expected {trials} scores (one per trial), got {s.size}{hint}")
     return s
 
 
@@ -84,7 +85,7 @@ def _encode_categories(outputs: list) -> list:
 def _split_sizes(n: int, selection_fraction: float) -> int:
     k = int(math.floor(selection_fraction * n))
     if k < 1 or k >= n:
-        raise ValueError(f"trials = {n} per world leaves no selection or no evaluation run")
+        raise ParameterError("trials", f"trials = {n} per world leaves no selection or no evaluation run")
     return k
 
 
@@ -119,7 +120,7 @@ def _learned_scores(attack, tables, selection_fraction: float, seed, alpha: floa
         k = _split_sizes(len(table), selection_fraction)
         f = int(math.floor(FIT_FRACTION * k))
         if f < 1 or f >= k:
-            raise ValueError(f"trials = {len(table)} per world are too few to fit a learned attack")
+            raise ParameterError("trials", f"trials = {len(table)} per world are too few to fit a learned attack")
         fitted.append(table.take(slice(0, f)))
         select.append((table.take(slice(f, k)), table.take(slice(k, None))))
     if attack == "auto":

@@ -34,6 +34,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.attacks.learned import OutputAttack, output_table
 from recaudit.mechanisms import PrivacyClaim
 
@@ -120,7 +121,7 @@ class AuditRun:
 def _resolve_claim(mechanism, claim) -> PrivacyClaim:
     claim = claim if claim is not None else getattr(mechanism, "claim", None)
     if claim is None:
-        raise ValueError("no claim: pass claim=... or give the mechanism a .claim")
+        raise ParameterError("claim", "no claim: pass claim=... or give the mechanism a .claim")
     if isinstance(claim, PrivacyClaim):
         return claim
     if isinstance(claim, (tuple, list)):
@@ -135,7 +136,7 @@ def _resolve_neighbours(mechanism, neighbours) -> tuple:
     if isinstance(neighbours, NeighbourCandidates):
         return neighbours
     if neighbours is None or len(neighbours) != 2:
-        raise ValueError("need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
+        raise ParameterError("neighbours", "need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
                          "(or a NeighbourCandidates family, see candidate_pairs)")
     return neighbours if hasattr(neighbours, "relation") else tuple(neighbours)
 
@@ -151,10 +152,10 @@ def _check_attack(attack, score) -> None:
     if isinstance(attack, OutputAttack):
         return
     if attack not in ATTACK_CHOICES:
-        raise ValueError(f"attack must be one of {ATTACK_CHOICES} or a recaudit.attacks.learned.OutputAttack, "
+        raise ParameterError("attack", f"attack must be one of {ATTACK_CHOICES} or a recaudit.attacks.learned.OutputAttack, "
                          f"got {attack!r}")
     if score is not None and attack != "auto":
-        raise ValueError(f"pass either score= (a hand-written attack) or attack={attack!r}, not both")
+        raise ParameterError("score", f"pass either score= (a hand-written attack) or attack={attack!r}, not both")
 
 
 def run_audit(
@@ -196,14 +197,14 @@ def run_audit(
     (False, 0.957, 7.182)
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise ParameterError("method", f"method must be one of {METHODS}, got {method!r}")
     _check_attack(attack, score)
     claimed = _resolve_claim(mechanism, claim)
     if method == "gdp":
         GaussianDP().require(claimed)
     pair = _resolve_neighbours(mechanism, neighbours)
     if isinstance(pair, NeighbourCandidates):
-        raise ValueError("run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
+        raise ParameterError("neighbours", "run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
                          "search_neighbours (or assert_dp / assert_not_dp)")
     trials = int(trials)
     root = as_seed_sequence(seed)
@@ -227,7 +228,7 @@ def run_audit(
                   for w, (out, value, order) in enumerate(zip(outputs, pair, orders))]
         if attack == "identity" or (attack == "auto" and tables[0].is_scalar and not tables[0].discrete.all()):
             if not tables[0].is_scalar:
-                raise ValueError(f"attack='identity' needs one number per trial; the outputs have "
+                raise ParameterError("attack", f"attack='identity' needs one number per trial; the outputs have "
                                  f"{tables[0].values.shape[1]} columns")
             k = _split_sizes(trials, selection_fraction)
             sel = [t.values[:k, 0] for t in tables]
@@ -263,7 +264,7 @@ class NeighbourCandidates(tuple):
     def __new__(cls, pairs):
         pairs = tuple(tuple(p) for p in pairs)
         if not pairs or any(len(p) != 2 for p in pairs):
-            raise ValueError("NeighbourCandidates needs a non-empty list of (d0, d1) pairs")
+            raise ParameterError("pairs", "NeighbourCandidates needs a non-empty list of (d0, d1) pairs")
         return super().__new__(cls, pairs)
 
 
@@ -287,11 +288,11 @@ def candidate_pairs(base, patterns=tuple(PATTERNS)) -> NeighbourCandidates:
     """``(base, base + pattern)`` for each named pattern in :data:`PATTERNS` (duplicates dropped)."""
     base = np.asarray(base, dtype=float)
     if base.ndim != 1 or base.size == 0:
-        raise ValueError(f"base must be a non-empty vector of query answers, got shape {base.shape}")
+        raise ParameterError("base", f"base must be a non-empty vector of query answers, got shape {base.shape}")
     pairs, seen = [], set()
     for name in patterns:
         if name not in PATTERNS:
-            raise ValueError(f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}")
+            raise ParameterError("patterns", f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}")
         other = base + PATTERNS[name](base.size)
         if other.tobytes() not in seen:
             seen.add(other.tobytes())

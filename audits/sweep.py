@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.mechanisms import MECHANISMS, theory
 from recaudit.simulator.learning import checkpoints, learning_curve
 from recaudit.simulator.populations import POPULATIONS
@@ -46,7 +47,7 @@ def sweep_task(data: dict, base_dir: str | None, axis: int, index: int, replicat
     root = child_seed(np.random.SeedSequence(scenario.seed), "sweep", axis, index, replicate)
     catalogue = population.catalogue(stream(root, "catalogue"))
     if catalogue.item_labels is None:
-        raise ValueError("a sweep needs a population with known item clusters (kind: sbm)")
+        raise ParameterError("population.kind", "a sweep needs a population with known item clusters (kind: sbm)")
     at = checkpoints(sweep.max_users, sweep.checkpoints_per_decade, sweep.start_users)
     curve, streak, u_star = [], 0, None
     for seen, labels in learning_curve(population, catalogue, mechanism, at, root):
@@ -159,7 +160,7 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
     """Run every (axis, value, replicate) of the scenario's sweep and fit the slopes."""
     sweep = scenario.sweep
     if sweep is None:
-        raise ValueError("the scenario has no sweep: block")
+        raise ParameterError("sweep", "the scenario has no sweep: block")
     data = scenario.model_dump(mode="json", exclude={"sweep"}) | {"sweep": scenario.sweep.model_dump(mode="json")}
     base_dir = str(getattr(scenario, "_base_dir", "") or "") or None
     configs = [scenario.mechanism, *sweep.compare]

@@ -49,6 +49,7 @@ from dp_accounting.pld import privacy_loss_distribution as _pld_lib
 from scipy.special import expit
 
 # PrivacyClaim lives in .claims (re-exported by .base, which imports this module at load time)
+from recaudit.core.errors import ParameterError
 from .claims import Model, Neighbouring, PrivacyClaim, Unit
 from recaudit.core.errors import InternalError
 from .privacy_events import (RR_EPSILON_RANGE, Composition, Event, GaussianRelease, LaplaceRelease,  # noqa: F401
@@ -133,7 +134,7 @@ def gaussian_sigma_for(epsilon: float, delta: float, sensitivity: float = 1.0, c
     """
     epsilon, delta = _positive_finite("epsilon", epsilon), float(delta)
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1) for a Gaussian mechanism, got {delta}")
+        raise ParameterError("delta", f"delta must be in (0, 1) for a Gaussian mechanism, got {delta}")
     start = max(float(dp_accounting.get_sigma_gaussian(epsilon, delta, tol=1e-12)), 1e-300)
     fails = lambda s: _gaussian_epsilon(1.0 / s, delta) > epsilon  # noqa: E731
     low, high, step = None, start, 1e-9
@@ -252,7 +253,7 @@ def epsilon_for(event: Event, delta: float, value_discretization: float = DEFAUL
     _check_event(event)
     delta = float(delta)
     if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1), got {delta}")
+        raise ParameterError("delta", f"delta must be in [0, 1), got {delta}")
     value_discretization = _positive_finite("value_discretization", value_discretization)
     return _epsilon_cached(event, delta, value_discretization)
 
@@ -325,14 +326,14 @@ def account(event: Event, delta: float = 0.0, *, model: Model = "local", unit: U
     """
     _check_event(event)
     if _has_sampling(event) and neighbouring != "add_remove":
-        raise ValueError("Poisson-subsampled events are accounted under add/remove neighbouring; "
+        raise ParameterError("neighbouring", "Poisson-subsampled events are accounted under add/remove neighbouring; "
                          f"a claim with neighbouring={neighbouring!r} is not supported")
     epsilon = epsilon_for(event, delta)
     if math.isinf(epsilon):
         if float(delta) == 0.0:
-            raise ValueError("epsilon is infinite at delta = 0: a Gaussian mechanism has no pure-DP "
+            raise ParameterError("delta", "epsilon is infinite at delta = 0: a Gaussian mechanism has no pure-DP "
                              "guarantee, give delta > 0")
-        raise ValueError(f"epsilon is infinite at delta = {delta}: delta is below the mass the accountant "
+        raise ParameterError("delta", f"epsilon is infinite at delta = {delta}: delta is below the mass the accountant "
                          "puts at infinite privacy loss; give a larger delta")
     return PrivacyClaim(epsilon=epsilon, delta=float(delta), model=model, unit=unit,
                         neighbouring=neighbouring, gaussian_mu=gaussian_mu(event))

@@ -5,6 +5,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from recaudit.core.errors import ParameterError
+
 Model = Literal["local", "central", "joint", "none"]
 Unit = Literal["rating", "user"]
 #: ``replace``: any row for any row; ``add_remove``: one row more or less; ``replace_likes``: the
@@ -41,9 +43,9 @@ class PrivacyClaim:
 
     def __post_init__(self) -> None:
         if not self.epsilon >= 0:
-            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+            raise ParameterError("epsilon", f"epsilon must be >= 0, got {self.epsilon}")
         if not 0.0 <= self.delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1), got {self.delta}")
+            raise ParameterError("delta", f"delta must be in [0, 1), got {self.delta}")
 
     @classmethod
     def none(cls) -> "PrivacyClaim":

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from recaudit.core.errors import ParameterError
 from .accounting import _gaussian_epsilon
 from .claims import Model, Neighbouring, PrivacyClaim, Unit
 
@@ -30,14 +31,14 @@ RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 60)[:-1], np.geomspac
 def _check(name: str, value: float, low: float = 0.0) -> float:
     value = float(value)
     if not (math.isfinite(value) and value > low):
-        raise ValueError(f"{name} must be a finite number > {low:g}, got {value}")
+        raise ParameterError(name, f"{name} must be a finite number > {low:g}, got {value}")
     return value
 
 
 def _delta(delta: float) -> float:
     delta = float(delta)
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1) to convert to (ε, δ), got {delta}")
+        raise ParameterError("delta", f"delta must be in (0, 1) to convert to (ε, δ), got {delta}")
     return delta
 
 

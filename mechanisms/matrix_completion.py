@@ -218,7 +218,7 @@ class GramCompletion(Mechanism):
                        "test_fraction": 0.0},
         "panel": {},
         "mechanism": {"epsilon": 1.0, "delta": 1e-5, "iterations": 4, "row_bound": 0.1},
-        "attack": [{"kind": "subspace_alignment"}, {"kind": "unpublished_direction"}],
+        "attack": [{"kind": "subspace_alignment"}, {"kind": "unpublished_direction", "view": "others"}],
         "audit": {"design": "full_runs", "trials": 1000, "block_size": 250, "alpha": 0.05},
     }
 

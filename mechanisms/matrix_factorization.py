@@ -7,6 +7,8 @@ from typing import Literal
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
+
 
 @dataclass(frozen=True)
 class MFModel:
@@ -38,9 +40,9 @@ def rating_gradients(err: np.ndarray, user_bias: np.ndarray, item_bias: np.ndarr
 def _check_ratings(users, items, values, shape):
     users, items, values = np.asarray(users, np.int64), np.asarray(items, np.int64), np.asarray(values, float)
     if not users.shape == items.shape == values.shape:
-        raise ValueError("users, items and ratings must be 1-D arrays of one length")
+        raise ParameterError("users", "users, items and ratings must be 1-D arrays of one length")
     if users.size and (users.min() < 0 or users.max() >= shape[0] or items.min() < 0 or items.max() >= shape[1]):
-        raise ValueError(f"user or item index outside the shape {shape}")
+        raise ParameterError("users", f"user or item index outside the shape {shape}")
     return users, items, values
 
 

@@ -18,6 +18,7 @@ from scipy.special import expit
 from recaudit.core.errors import ParameterError
 
 
+
 # --------------------------------------------------------------------------
 # validation helpers
 
@@ -39,13 +40,13 @@ def _positive_finite(name: str, value) -> float:
 
 def _count(value) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"count must be an integer >= 1, got {value!r}")
+        raise ParameterError("count", f"count must be an integer >= 1, got {value!r}")
     try:
         n = operator.index(value)
     except TypeError:
-        raise ValueError(f"count must be an integer >= 1, got {value!r}") from None
+        raise ParameterError("count", f"count must be an integer >= 1, got {value!r}") from None
     if n < 1:
-        raise ValueError(f"count must be an integer >= 1, got {value!r}")
+        raise ParameterError("count", f"count must be an integer >= 1, got {value!r}")
     return int(n)
 
 
@@ -120,12 +121,12 @@ class Composition:
         try:
             events = tuple(self.events)
         except TypeError:
-            raise ValueError(f"Composition needs a sequence of events, got {self.events!r}") from None
+            raise ParameterError("events", f"Composition needs a sequence of events, got {self.events!r}") from None
         if not events:
-            raise ValueError("Composition needs at least one event")
+            raise ParameterError("events", "Composition needs at least one event")
         for e in events:
             if not isinstance(e, _EVENT_TYPES):
-                raise ValueError(f"Composition may only hold privacy events, got {e!r}")
+                raise ParameterError("events", f"Composition may only hold privacy events, got {e!r}")
         object.__setattr__(self, "events", events)
         object.__setattr__(self, "count", _count(self.count))
 
@@ -150,18 +151,18 @@ class PoissonSampled:
             pass
         elif isinstance(inner, LaplaceRelease):
             if inner.count != 1:
-                raise ValueError("PoissonSampled(LaplaceRelease) needs count=1 inside (several Laplace releases "
+                raise ParameterError("event", "PoissonSampled(LaplaceRelease) needs count=1 inside (several Laplace releases "
                                  "on one subsample are not a Laplace mechanism); put count on PoissonSampled "
                                  "for independent subsamples")
         else:
-            raise ValueError("PoissonSampled supports only a GaussianRelease or a LaplaceRelease inside "
+            raise ParameterError("event", "PoissonSampled supports only a GaussianRelease or a LaplaceRelease inside "
                              f"(dp-accounting has no sampled PLD for anything else), got {type(inner).__name__}")
         try:
             q = float(self.probability)
         except (TypeError, ValueError):
             q = math.nan
         if not 0.0 < q <= 1.0:
-            raise ValueError(f"probability must be in (0, 1], got {self.probability!r}")
+            raise ParameterError("probability", f"probability must be in (0, 1], got {self.probability!r}")
         object.__setattr__(self, "probability", q)
         object.__setattr__(self, "count", _count(self.count))
 
@@ -174,7 +175,7 @@ Event = Union[GaussianRelease, LaplaceRelease, RandomizedResponseRelease, Compos
 
 def _check_event(event) -> None:
     if not isinstance(event, _EVENT_TYPES):
-        raise ValueError(f"not a privacy event: {event!r}")
+        raise ParameterError("event", f"not a privacy event: {event!r}")
 
 
 # --------------------------------------------------------------------------

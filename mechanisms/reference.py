@@ -29,6 +29,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import expit
 
+from recaudit.core.errors import ParameterError
 from .accounting import GaussianRelease, LaplaceRelease, RandomizedResponseRelease, account
 from .claims import PrivacyClaim
 
@@ -91,7 +92,7 @@ def analytic_gaussian_delta(eps_prime, sigma: float, sensitivity: float = 1.0) -
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     """The ε with ``analytic_gaussian_delta(ε, σ) = δ`` (0 if δ ≥ δ(0)); root of a decreasing curve."""
     if not 0.0 < delta < 1.0:
-        raise ValueError("delta must be in (0, 1)")
+        raise ParameterError("delta", "delta must be in (0, 1)")
     if sigma == 0.0:
         return math.inf
     if analytic_gaussian_delta(0.0, sigma, sensitivity) <= delta:
@@ -108,7 +109,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     δ(ε) falls as σ grows, so this is the root of ``δ_σ(ε) = δ`` in σ.
     """
     if not (epsilon > 0 and 0.0 < delta < 1.0):
-        raise ValueError("need epsilon > 0 and delta in (0, 1)")
+        raise ParameterError("epsilon", "need epsilon > 0 and delta in (0, 1)")
 
     def excess(log_sigma: float) -> float:
         return float(analytic_gaussian_delta(epsilon, math.exp(log_sigma), sensitivity)) - delta
@@ -138,7 +139,7 @@ def _scalar(x: np.ndarray) -> float | np.ndarray:
 def _check_n(n: int) -> int:
     n = int(n)
     if n < 0:
-        raise ValueError("n must be >= 0")
+        raise ParameterError("n", "n must be >= 0")
     return n
 
 
@@ -155,7 +156,7 @@ class LaplaceCount:
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
-            raise ValueError("epsilon must be > 0")
+            raise ParameterError("epsilon", "epsilon must be > 0")
 
     @property
     def claim(self) -> PrivacyClaim:
@@ -221,9 +222,9 @@ class GaussianCount:
 
     def __post_init__(self) -> None:
         if not self.sigma > 0:
-            raise ValueError("sigma must be > 0")
+            raise ParameterError("sigma", "sigma must be > 0")
         if not 0.0 < self.delta < 1.0:
-            raise ValueError("delta must be in (0, 1)")
+            raise ParameterError("delta", "delta must be in (0, 1)")
 
     @classmethod
     def from_epsilon(cls, epsilon: float, delta: float = 1e-5) -> "GaussianCount":
@@ -294,7 +295,7 @@ class RandomizedResponse:
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
-            raise ValueError("epsilon must be > 0")
+            raise ParameterError("epsilon", "epsilon must be > 0")
 
     @property
     def claim(self) -> PrivacyClaim:
@@ -310,7 +311,7 @@ class RandomizedResponse:
         n = _check_n(n)
         bit = int(value)
         if bit not in (0, 1):
-            raise ValueError("value must be a bit")
+            raise ParameterError("value", "value must be a bit")
         flip = rng.random(n) < float(expit(-self.true_epsilon))
         return np.where(flip, 1 - bit, bit).astype(np.int8)
 

@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
+
 __all__ = [
     "fano_min_users",
     "scarce_min_users",
@@ -37,7 +39,7 @@ __all__ = [
 
 def _positive(name: str, value: float) -> None:
     if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+        raise ParameterError(name, f"{name} must be > 0, got {value!r}")
 
 
 def fano_min_users(n_items: int, epsilon: float) -> int:
@@ -51,7 +53,7 @@ def fano_min_users(n_items: int, epsilon: float) -> int:
     provably insufficient. Reliability at this ``U`` is *not* implied.
     """
     if n_items < 1:
-        raise ValueError(f"n_items must be >= 1, got {n_items!r}")
+        raise ParameterError("n_items", f"n_items must be >= 1, got {n_items!r}")
     _positive("epsilon", epsilon)
     bits_per_user = epsilon * math.log2(math.e)
     need = n_items / 2.0 - 1.0
@@ -81,9 +83,9 @@ def _sbm(b, user_weights, item_weights) -> tuple[np.ndarray, np.ndarray, np.ndar
     alpha = np.asarray(user_weights, dtype=float)
     beta = np.asarray(item_weights, dtype=float)
     if b.shape != (alpha.size, beta.size):
-        raise ValueError(f"b must be K x L = {alpha.size} x {beta.size}, got shape {b.shape}")
+        raise ParameterError("b", f"b must be K x L = {alpha.size} x {beta.size}, got shape {b.shape}")
     if np.any(alpha <= 0) or np.any(beta <= 0):
-        raise ValueError("cluster weights must be > 0")
+        raise ParameterError("cluster_weights", "cluster weights must be > 0")
     return b, alpha / alpha.sum(), beta / beta.sum()
 
 
@@ -181,7 +183,7 @@ def maxsense_separation_exact(b, user_weights, item_weights, theta: float, w: in
     b, alpha, beta = _sbm(b, user_weights, item_weights)
     _positive("theta", theta)
     if not 1 <= w <= n_items:
-        raise ValueError(f"w must be in [1, n_items], got w={w!r}, n_items={n_items!r}")
+        raise ParameterError("w", f"w must be in [1, n_items], got w={w!r}, n_items={n_items!r}")
     L = beta.size
     if L < 2:
         return math.inf
@@ -229,9 +231,9 @@ def score_noise_factor(mean_bit: float, share: float) -> float:
     falls from ``1/(1 − m̄)`` to 1.
     """
     if not 0.0 < mean_bit < 1.0:
-        raise ValueError(f"mean_bit must be in (0, 1), got {mean_bit!r}")
+        raise ParameterError("mean_bit", f"mean_bit must be in (0, 1), got {mean_bit!r}")
     if not 0.0 <= share <= 1.0:
-        raise ValueError(f"share must be in [0, 1], got {share!r}")
+        raise ParameterError("share", f"share must be in [0, 1], got {share!r}")
     return 1.0 + mean_bit * (1.0 - share) / (1.0 - mean_bit)
 
 
@@ -253,9 +255,9 @@ def maxsense_users(b, user_weights, item_weights, n_items: int, w: int, epsilon:
     and the centred score's (−1.16) is what was measured for it (−1.15).
     """
     if score not in ("raw", "centred"):
-        raise ValueError(f"score must be 'raw' or 'centred', got {score!r}")
+        raise ParameterError("score", f"score must be 'raw' or 'centred', got {score!r}")
     if sketches < 1:
-        raise ValueError(f"sketches must be >= 1, got {sketches!r}")
+        raise ParameterError("sketches", f"sketches must be >= 1, got {sketches!r}")
     for name, value in (("n_items", n_items), ("w", w), ("epsilon", epsilon), ("theta", theta)):
         _positive(name, value)
     q_eps = epsilon / sketches
@@ -281,7 +283,7 @@ def maxsense_success_users(n_items: int, w: int, epsilon: float, theta: float, d
                         ("delta_sep", delta_sep)):
         _positive(name, value)
     if not 0.0 < fail_prob < 1.0:
-        raise ValueError(f"fail_prob must be in (0, 1), got {fail_prob!r}")
+        raise ParameterError("fail_prob", f"fail_prob must be in (0, 1), got {fail_prob!r}")
     return constant * n_items ** 2 * math.log(n_items / fail_prob) / (
         theta * w * delta_sep ** 2 * math.tanh(epsilon / 2.0) ** 2)
 
@@ -297,7 +299,7 @@ def pairwise_preference_users(n_items: int, constant: float = 1.0, ratings_per_u
     regime and a constant factor in the rich one (``w = cN``).
     """
     if n_items < 2:
-        raise ValueError(f"n_items must be >= 2, got {n_items!r}")
+        raise ParameterError("n_items", f"n_items must be >= 2, got {n_items!r}")
     scale = 1.0 if ratings_per_user is None else (n_items / ratings_per_user) ** 2
     if ratings_per_user is not None:
         _positive("ratings_per_user", ratings_per_user)
@@ -312,5 +314,5 @@ def adaptive_min_users(n_items: int) -> float:
     scale, not an exact count.
     """
     if n_items < 2:
-        raise ValueError(f"n_items must be >= 2, got {n_items!r}")
+        raise ParameterError("n_items", f"n_items must be >= 2, got {n_items!r}")
     return n_items * math.log(n_items)

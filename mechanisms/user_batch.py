@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from recaudit.core.errors import ParameterError
 from .sparse_rows import csr, from_entries, from_mask, gather_rows, index_dtype, stack_rows, take_rows
 
 
@@ -34,9 +35,9 @@ class UserBatch:
 
     def __post_init__(self) -> None:
         if self.likes is not None and self.ratings.shape != self.likes.shape:
-            raise ValueError(f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
+            raise ParameterError("ratings", f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
         if self.private is not None and self.private.shape != self.ratings.shape:
-            raise ValueError(f"ratings {self.ratings.shape} and private {self.private.shape} differ in shape")
+            raise ParameterError("ratings", f"ratings {self.ratings.shape} and private {self.private.shape} differ in shape")
 
     @classmethod
     def from_masks(cls, rated: np.ndarray, liked: np.ndarray, values: np.ndarray | None = None) -> "UserBatch":
@@ -46,7 +47,7 @@ class UserBatch:
         if values is None:
             values = np.where(liked, 1.0, -1.0)
         elif np.any(np.asarray(values)[rated] == 0):
-            raise ValueError("a rating's value may not be 0 (it would vanish from the sparse matrix)")
+            raise ParameterError("ratings", "a rating's value may not be 0 (it would vanish from the sparse matrix)")
         return cls(from_mask(rated, np.asarray(values, float)), from_mask(liked))
 
     @classmethod

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from .accounting import GaussianRelease, LaplaceRelease, account
 from .claims import PrivacyClaim
 from .reference import analytic_gaussian_sigma
@@ -38,7 +39,7 @@ HISTOGRAM_PAIR = ((5.0, 3.0, 2.0, 0.0), (4.0, 4.0, 2.0, 0.0))
 def _counts(value) -> np.ndarray:
     v = np.asarray(value, dtype=float)
     if v.ndim != 1 or v.size == 0:
-        raise ValueError(f"the dataset value must be a non-empty vector of counts, got shape {v.shape}")
+        raise ParameterError("value", f"the dataset value must be a non-empty vector of counts, got shape {v.shape}")
     return v
 
 
@@ -129,9 +130,9 @@ class ReportNoisyMax:
 
     def __post_init__(self) -> None:
         if self.output not in ("index", "value"):
-            raise ValueError(f"output must be 'index' or 'value', got {self.output!r}")
+            raise ParameterError("output", f"output must be 'index' or 'value', got {self.output!r}")
         if not self.epsilon > 0:
-            raise ValueError("epsilon must be > 0")
+            raise ParameterError("epsilon", "epsilon must be > 0")
 
     @property
     def claim(self) -> PrivacyClaim:

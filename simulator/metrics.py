@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
+
 
 def rmse(predicted: np.ndarray, actual: np.ndarray) -> float:
     """Root mean squared error of ``predicted`` against ``actual`` (same shape, at least one entry)."""
     predicted, actual = np.asarray(predicted, float), np.asarray(actual, float)
     if predicted.shape != actual.shape:
-        raise ValueError(f"rmse: shapes differ, {predicted.shape} vs {actual.shape}")
+        raise ParameterError("predicted", f"rmse: shapes differ, {predicted.shape} vs {actual.shape}")
     if predicted.size == 0:
-        raise ValueError("rmse: no ratings to score")
+        raise ParameterError("predicted", "rmse: no ratings to score")
     return float(np.sqrt(np.mean((predicted - actual) ** 2)))
 
 
@@ -24,11 +26,11 @@ def ndcg_at_k(users: np.ndarray, predicted: np.ndarray, actual: np.ndarray, k: i
     """
     users, predicted, actual = np.asarray(users), np.asarray(predicted, float), np.asarray(actual, float)
     if not (users.shape == predicted.shape == actual.shape) or users.ndim != 1:
-        raise ValueError("ndcg_at_k: users, predicted and actual must be 1-D arrays of one length")
+        raise ParameterError("k", "ndcg_at_k: users, predicted and actual must be 1-D arrays of one length")
     if k < 1:
-        raise ValueError(f"ndcg_at_k: k must be at least 1, got {k}")
+        raise ParameterError("k", f"ndcg_at_k: k must be at least 1, got {k}")
     if users.size == 0:
-        raise ValueError("ndcg_at_k: no ratings to score")
+        raise ParameterError("k", "ndcg_at_k: no ratings to score")
     _, user_index = np.unique(users, return_inverse=True)
 
     def dcg(order_key: np.ndarray) -> np.ndarray:
@@ -43,6 +45,6 @@ def ndcg_at_k(users: np.ndarray, predicted: np.ndarray, actual: np.ndarray, k: i
     achieved, ideal = dcg(predicted), dcg(actual)
     scored = ideal > 0
     if not scored.any():
-        raise ValueError("ndcg_at_k: every user's held-out ratings are zero")
+        raise ParameterError("k", "ndcg_at_k: every user's held-out ratings are zero")
     return float(np.mean(achieved[scored] / ideal[scored]))
 

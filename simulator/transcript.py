@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from scipy import sparse
 
+from recaudit.core.errors import ParameterError
 from recaudit.mechanisms.claims import ViewKind  # noqa: F401  (one definition, re-exported)
 
 
@@ -306,7 +307,7 @@ def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) ->
         pos = {int(u): i for i, u in enumerate(w.user[rows])}
         missing = [int(u) for u in users if int(u) not in pos]
         if missing:
-            raise ValueError(f"{len(missing)} watched user(s) did not give answer {a + 1} of {answers} "
+            raise ParameterError("churn.horizon", f"{len(missing)} watched user(s) did not give answer {a + 1} of {answers} "
                              f"(e.g. user {missing[0]}): the horizon is too short for them")
         pick = rows[[pos[int(u)] for u in users]]
         parts.append(w.messages[pick])
@@ -351,7 +352,8 @@ def rows_of(users: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     rows = order[at] if users.size else at
     missing = users.size == 0 or not np.array_equal(users[rows], wanted)
     if missing:
-        raise ValueError("some audited users left no personal output in the run")
+        raise ParameterError("churn.horizon", "some audited users left no personal output in the run (the horizon "
+                             "ends before they finish?)")
     return rows
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from recaudit.core.errors import ParameterError
 from recaudit.attacks.covariance_projection import CovarianceProjectionAttack
 from recaudit.mechanisms import McSherryMironov, McSherryMironovPerUserClaim, UserBatch
 from recaudit.mechanisms.mcsherry_mironov import MEASUREMENTS, _weighted_gram, user_level_rating_epsilon
@@ -68,7 +69,7 @@ class StudyWorld:
 def target_pair(count: int, n_items: int, rng: np.random.Generator) -> TargetPair:
     """World 1: ``count`` items rated +1; world 0: ``count`` other items (disjoint) rated −1."""
     if 2 * count > n_items:
-        raise ValueError(f"count {count}: the world has {n_items} items, fewer than 2 x count")
+        raise ParameterError("count", f"count {count}: the world has {n_items} items, fewer than 2 x count")
     order = rng.permutation(n_items)
     rows = []
     for items, value in ((order[count:2 * count], -1.0), (order[:count], 1.0)):

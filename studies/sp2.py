@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from recaudit.core.errors import ParameterError
 from recaudit.mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf, fit_joint_mf,
                             joint_aux, naive_aux)
 from recaudit.simulator.metrics import ndcg_at_k, rmse
@@ -370,7 +371,7 @@ def parse_allocation(text: str) -> tuple[str, tuple[float, float]]:
     scheme, beta = text.split(":")
     a, b = (float(x) for x in beta.split(","))
     if scheme not in SCHEMES:
-        raise ValueError(f"allocation {text!r}: the scheme is one of {', '.join(SCHEMES)}")
+        raise ParameterError("allocation", f"allocation {text!r}: the scheme is one of {', '.join(SCHEMES)}")
     return scheme, (a, b)
 
 

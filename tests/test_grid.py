@@ -37,7 +37,7 @@ POINTS = ["private_frank_wolfe-eps1", "private_projected_gradient-eps1", "privat
 
 def test_points_are_the_scenario_with_one_mechanism_each(write_scenario):
     data = tiny_grid()
-    data["grid"]["attacks"] = {"frank_wolfe": [{"kind": "unpublished_direction"}]}
+    data["grid"]["attacks"] = {"frank_wolfe": [{"kind": "unpublished_direction", "view": "others"}]}
     scenario = load_scenario(write_scenario(data))
     points = grid_points(scenario)
     assert [p.name for p in points] == POINTS

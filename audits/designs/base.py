@@ -108,6 +108,10 @@ class Design(ABC):
     test_mechanism: ClassVar[str] = "maxsense"
     test_audit: ClassVar[dict] = {}
     test_attack: ClassVar[list | None] = None
+    #: whether it can fit a learning attack (``Attack.requires_fit``) on runs it does not count
+    fits_attacks: ClassVar[bool] = True
+    #: the views it can give the attacks (None: every view)
+    gives_views: ClassVar[tuple[str, ...] | None] = None
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -118,6 +122,15 @@ class Design(ABC):
         if self.valid_models is not None and claim.model not in self.valid_models:
             raise DesignError(f"design {self.kind} is valid only for {'/'.join(self.valid_models)} claims; "
                               f"{mechanism.kind} makes a {claim.model} claim")
+
+    def attack_refusal(self, attack, view: str) -> str | None:
+        """Why this design cannot give ``attack`` the ``view`` it reads (None: it can); the scenario language
+        asks it at validate time."""
+        if self.gives_views is not None and view not in self.gives_views:
+            return f"design {self.kind} gives the {' or '.join(self.gives_views)} view only, not {view!r}"
+        if attack.requires_fit and not self.fits_attacks:
+            return f"design {self.kind} cannot fit a learning attack ({attack.kind})"
+        return None
 
     def inserts(self, job: AuditJob, policy: NeighbourPolicy, trials: int) -> Inserted | None:
         """Users to place into the world's own run (canaries), or None."""

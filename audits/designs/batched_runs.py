@@ -46,6 +46,8 @@ class BatchedRuns(Design, kind="batched_runs"):
     test_mechanism: ClassVar[str] = "mcsherry_mironov"
     test_audit: ClassVar[dict] = {"view": "statistics", "pair": "single_flip"}
     test_attack: ClassVar[list | None] = [{"kind": "known_noise"}]
+    fits_attacks: ClassVar[bool] = False
+    gives_views: ClassVar[tuple[str, ...] | None] = ("statistics",)
 
     def check(self, mechanism, claim, churn, trials) -> None:
         super().check(mechanism, claim, churn, trials)

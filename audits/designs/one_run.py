@@ -27,6 +27,7 @@ class OneRunCanaries(Design, kind="one_run"):
     """Canaries inside the world's one run; scores per canary with its secret world."""
 
     produces: ClassVar[str] = "canaries"
+    fits_attacks: ClassVar[bool] = False  # its canaries are all counted
 
 
     def _canaries(self, job, policy, m):

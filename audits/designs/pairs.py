@@ -370,15 +370,15 @@ def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None, pair: st
     special = pair or getattr(mechanism, "audit_pair", None)
     if special is not None:
         if special not in PAIR_POLICIES:
-            raise ValueError(f"no audit pair {special!r}; known: {', '.join(PAIR_POLICIES)}")
+            raise PairError(f"no audit pair {special!r}; known: {', '.join(PAIR_POLICIES)}")
         policy = PAIR_POLICIES[special]
         if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring):
-            raise ValueError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
+            raise PairError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
                              f"{claim.unit}/{claim.neighbouring}")
         return policy
     try:
         return POLICIES[claim.unit, claim.neighbouring]
     except KeyError:
         known = ", ".join(f"{u}/{n}" for u, n in POLICIES)
-        raise ValueError(f"no neighbour policy for {claim.unit}-level {claim.neighbouring} claims; "
+        raise PairError(f"no neighbour policy for {claim.unit}-level {claim.neighbouring} claims; "
                          f"available: {known}") from None

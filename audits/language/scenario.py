@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from recaudit.attacks import ATTACKS
 from recaudit.mechanisms import MECHANISMS, ParameterError, WorldInfo
 from recaudit.audits.designs.pairs import policy_for
 from recaudit.simulator.populations import POPULATIONS
@@ -107,11 +108,11 @@ class Scenario(BaseModel):
         except EstimatorError as exc:
             raise ParameterError("audit", f"{exc.field}: {exc}") from None
         _check_insert_tick(self.audit, churn)
-        if self.audit.pair is not None:
-            try:
-                policy_for(claim, mechanism, self.audit.pair)
-            except ValueError as exc:
-                raise ParameterError("audit.pair", str(exc)) from None
+        _check_attacks_read_their_views(self, mechanism, claim)
+        try:
+            policy_for(claim, mechanism, self.audit.pair)
+        except ValueError as exc:
+            raise ParameterError("audit.pair" if self.audit.pair is not None else "mechanism", str(exc)) from None
         ticks = getattr(mechanism, "ticks", None)
         if ticks is not None and self.panel is None and _query_ticks(churn) > ticks:
             raise ParameterError("mechanism.ticks", f"the run has {_query_ticks(churn)} query ticks (horizon / "
@@ -301,6 +302,31 @@ def _check_users_available(population, mechanism, churn) -> None:
 
 
 
+
+
+def _check_attacks_read_their_views(scenario: "Scenario", mechanism, claim) -> None:
+    """Every attack can read the view the audit gives it, of this mechanism's runs (``Attack.refusal``)."""
+    configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
+    default = scenario.audit.view or claim.view
+    for i, config in enumerate(configs):
+        field = "attack" if not isinstance(scenario.attack, list) else f"attack.{i}"
+        view = getattr(config, "view", None) or default
+        attack = build(config, ATTACKS)
+        reason = attack.refusal(mechanism, view)
+        if reason is None:
+            design = DESIGNS[scenario.audit.design_name]()
+            refused = design.attack_refusal(attack, view)
+            if refused is not None:
+                raise ParameterError(field, f"{refused} (audit.design: {design.kind}, audit.view: {view}); choose "
+                                            f"another attack or design")
+            continue
+        if view in attack.views:  # the mechanism is the problem, not the view
+            raise ParameterError(field, f"{reason} (audit.view: {view}); choose an attack that reads "
+                                        f"{mechanism.kind} (recaudit list)")
+        where = (f"{field}.view: {view}" if getattr(config, "view", None) else f"audit.view: {view}"
+                 if scenario.audit.view else f"audit.view unset: the claim's view, {view}")
+        raise ParameterError(field, f"{reason} ({where}); set audit.view: {attack.views[0]} or choose "
+                                    f"another attack")
 
 
 def command_problems(scenario: Scenario, command: str, executor_type: str | None = None, workers: int | None = None,

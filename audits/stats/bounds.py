@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from .rates import (BoundResult, _as_scores, _check_alpha, _check_delta, _check_direction, _counts_sorted,
                     ceiling,
                     epsilon_lower_bound)
@@ -135,17 +136,16 @@ def bonferroni_epsilon_bound(
     _check_delta(delta)
     if thresholds is None:
         if score_range is None:
-            raise ValueError(
-                "give thresholds or score_range=(lo, hi): a grid spanning the observed "
+            raise ParameterError("thresholds", "give thresholds or score_range=(lo, hi): a grid spanning the observed "
                 "scores would depend on the data and invalidate the correction"
             )
         lo, hi = (float(x) for x in score_range)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi) or int(grid_size) < 1:
-            raise ValueError("need finite lo < hi and grid_size >= 1")
+            raise ParameterError("score_range", "need finite lo < hi and grid_size >= 1")
         thresholds = np.linspace(lo, hi, int(grid_size))
     grid = np.asarray(thresholds, dtype=float).ravel()
     if grid.size == 0 or np.isnan(grid).any():
-        raise ValueError("thresholds must be a non-empty array without NaN")
+        raise ParameterError("thresholds", "thresholds must be a non-empty array without NaN")
     s0 = np.sort(_as_scores(scores0, "scores0"))
     s1 = np.sort(_as_scores(scores1, "scores1"))
     n_tests = 2 * grid.size

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from recaudit.core.errors import ParameterError
 from .gdp import gdp_epsilon, gdp_mu
 
 __all__ = ["GaussFitResult", "model_check", "mu_lower_bound", "mu_p_value", "gauss_fit_audit", "claim_p_value"]
@@ -65,10 +66,10 @@ def _split(scores, worlds) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=float).ravel()
     b = np.asarray(worlds).ravel()
     if s.size != b.size or not np.isin(b, (0, 1)).all() or np.isnan(s).any():
-        raise ValueError("need one finite score and one 0/1 world per canary")
+        raise ParameterError("scores", "need one finite score and one 0/1 world per canary")
     out, inside = s[b == 0], s[b == 1]
     if min(out.size, inside.size) < 3:
-        raise ValueError("the Gaussian fit needs at least 3 canaries in each world")
+        raise ParameterError("scores", "the Gaussian fit needs at least 3 canaries in each world")
     return out, inside
 
 
@@ -115,7 +116,7 @@ def mu_lower_bound(t: float, c: float, df: int, alpha: float) -> float:
 def gauss_fit_audit(scores, worlds, alpha: float, delta: float, check_alpha: float = 0.01) -> GaussFitResult:
     """The Gaussian-fit bound of one run's canaries (see the module docstring for the model and its check)."""
     if not delta > 0:
-        raise ValueError("the Gaussian conversion needs delta > 0")
+        raise ParameterError("delta", "the Gaussian conversion needs delta > 0")
     out, inside = _split(scores, worlds)
     t, c, df = _t_statistic(out, inside)
     check = model_check(out, inside) if check_alpha > 0 else 1.0

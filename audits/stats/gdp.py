@@ -7,6 +7,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import log_ndtr
 
+from recaudit.core.errors import ParameterError
 from .rates import (BoundResult, _as_scores, _check_alpha, _check_delta, _scalar_or_array, _wilson_upper, cp_upper,
                     sorted_scores)
 from .thresholds import _best_cut, _split_sample, threshold_counts
@@ -60,7 +61,7 @@ def gdp_delta(epsilon, mu) -> float | np.ndarray:
     """
     eps, mu = np.broadcast_arrays(np.asarray(epsilon, dtype=float), np.asarray(mu, dtype=float))
     if np.any(~(mu >= 0)) or np.isnan(eps).any():
-        raise ValueError("need mu >= 0 and no NaN")
+        raise ParameterError("mu", "need mu >= 0 and no NaN")
     regular = (mu > 0) & np.isfinite(mu)
     mu_safe = np.where(regular, mu, 1.0)
     with np.errstate(over="ignore"):
@@ -95,7 +96,7 @@ def gdp_epsilon(mu, delta) -> float | np.ndarray:
     """
     mu, delta = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(delta, dtype=float))
     if np.any(~(mu >= 0)):
-        raise ValueError("mu must be >= 0")
+        raise ParameterError("mu", "mu must be >= 0")
     _check_delta(delta)
     out = np.array([_gdp_epsilon_scalar(float(m), float(d)) for m, d in zip(mu.ravel(), delta.ravel())])
     return _scalar_or_array(out.reshape(mu.shape))
@@ -108,7 +109,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     """
     _check_delta(delta)
     if not (delta > 0 and epsilon >= 0):
-        raise ValueError("need epsilon >= 0 and delta > 0")
+        raise ParameterError("epsilon", "need epsilon >= 0 and delta > 0")
     hi = 1.0
     while float(gdp_delta(epsilon, hi)) < delta:
         hi *= 2.0
@@ -166,7 +167,7 @@ def split_gdp_bound(
     _check_alpha(alpha)
     _check_delta(delta)
     if not float(delta) > 0.0:
-        raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
+        raise ParameterError("delta", "the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
     s0 = _as_scores(scores0, "scores0")
     s1 = _as_scores(scores1, "scores1")
     return heldout_gdp_bound(*_split_sample(s0, s1, selection_fraction, rng), alpha, delta)
@@ -179,7 +180,7 @@ def heldout_gdp_bound(
     _check_alpha(alpha)
     _check_delta(delta)
     if not float(delta) > 0.0:
-        raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
+        raise ParameterError("delta", "the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
     sel0, sel1 = _as_scores(select0, "select0"), _as_scores(select1, "select1")
     e0, e1 = _as_scores(eval0, "eval0"), _as_scores(eval1, "eval1")
     threshold, direction = select_gdp_threshold(sel0, sel1, alpha, candidates=candidates)
@@ -196,9 +197,9 @@ def fixed_threshold_gdp_bound(scores0, scores1, threshold: float, direction: int
     _check_alpha(alpha)
     _check_delta(delta)
     if not float(delta) > 0.0:
-        raise ValueError("the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
+        raise ParameterError("delta", "the GDP conversion needs delta > 0 (μ-GDP is never pure ε-DP)")
     if direction not in (1, -1):
-        raise ValueError("direction must be +1 or -1")
+        raise ParameterError("direction", "direction must be +1 or -1")
     return _counted_gdp_bound(_as_scores(scores0, "scores0"), _as_scores(scores1, "scores1"), threshold,
                               direction, alpha, delta, "explicit")
 

@@ -34,6 +34,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import expit, logit, ndtr, ndtri
 
+from recaudit.core.errors import ParameterError
+
 __all__ = [
     "OneRunResult",
     "one_run_p_value",
@@ -49,19 +51,19 @@ __all__ = [
 def _check_counts(r: int, v: int, m: int) -> tuple[int, int, int]:
     r, v, m = int(r), int(v), int(m)
     if not (0 <= v <= r <= m) or m < 1:
-        raise ValueError(f"need 0 <= v <= r <= m and m >= 1, got r={r}, v={v}, m={m}")
+        raise ParameterError("counts", f"need 0 <= v <= r <= m and m >= 1, got r={r}, v={v}, m={m}")
     return r, v, m
 
 
 def _check_alpha(alpha: float) -> float:
     if not (0.0 < float(alpha) < 1.0):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ParameterError("alpha", f"alpha must be in (0, 1), got {alpha!r}")
     return float(alpha)
 
 
 def _check_delta(delta: float) -> float:
     if not (0.0 <= float(delta) < 1.0):
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+        raise ParameterError("delta", f"delta must be in [0, 1), got {delta!r}")
     return float(delta)
 
 
@@ -76,7 +78,7 @@ def one_run_p_value(r: int, v: int, epsilon: float, delta: float, m: int) -> flo
     r, v, m = _check_counts(r, v, m)
     delta = _check_delta(delta)
     if epsilon < 0:
-        raise ValueError("epsilon must be >= 0")
+        raise ParameterError("epsilon", "epsilon must be >= 0")
     if v == 0:
         return 1.0
     q = float(expit(epsilon))
@@ -184,15 +186,15 @@ def one_run_audit(
     s = np.asarray(scores, dtype=float).ravel()
     b = np.asarray(included).ravel()
     if s.size == 0 or s.size != b.size:
-        raise ValueError("scores and included must be non-empty and of equal length")
+        raise ParameterError("scores", "scores and included must be non-empty and of equal length")
     if np.isnan(s).any():
-        raise ValueError("scores contain NaN")
+        raise ParameterError("scores", "scores contain NaN")
     if not np.isin(b, (0, 1)).all():
-        raise ValueError("included must hold 0/1 bits")
+        raise ParameterError("included", "included must hold 0/1 bits")
     m = s.size
     k_pos, k_neg = int(k_pos), int(k_neg)
     if k_pos < 0 or k_neg < 0 or k_pos + k_neg > m:
-        raise ValueError("need k_pos, k_neg >= 0 and k_pos + k_neg <= m")
+        raise ParameterError("k_pos", "need k_pos, k_neg >= 0 and k_pos + k_neg <= m")
     alpha = _check_alpha(alpha)
     delta = _check_delta(delta)
     guess = _guesses(s, k_pos, k_neg, rng)
@@ -273,7 +275,7 @@ def fdp_one_run_p_value(r: int, v: int, m: int, mu: float) -> float:
     """
     r, v, m = _check_counts(r, v, m)
     if mu < 0:
-        raise ValueError("mu must be >= 0")
+        raise ParameterError("mu", "mu must be >= 0")
     lo, hi = math.log(1e-300), math.log1p(-1e-12)
     if v == 0 or not _fdp_rejects(r, v, m, mu, math.exp(hi)):
         return 1.0
@@ -323,7 +325,7 @@ def fdp_one_run_audit(
     base = one_run_audit(scores, included, k_pos, k_neg, alpha, 0.0, rng)
     delta = _check_delta(delta)
     if not delta > 0:
-        raise ValueError("the Gaussian conversion needs delta > 0")
+        raise ParameterError("delta", "the Gaussian conversion needs delta > 0")
     mu_lb = fdp_one_run_mu_lower_bound(base.r, base.v, base.m, alpha)
     mu_ceiling = fdp_one_run_mu_lower_bound(base.r, base.r, base.m, alpha)
     return FDPOneRunResult(

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from recaudit.core.errors import ParameterError
 from .rates import ceiling, cp_upper
 from .pvalues import P_FLOOR
 
@@ -38,7 +39,7 @@ def detection_power(n: int, fpr: float, fnr: float, claimed_epsilon: float, alph
     """P[ε_LB > claimed ε] for one fixed test with true rates ``fpr``, ``fnr`` on ``n`` runs per world (exact)."""
     n = int(n)
     if n < 1 or not (0 <= fpr <= 1 and 0 <= fnr <= 1):
-        raise ValueError("need n >= 1 and rates in [0, 1]")
+        raise ParameterError("n", "need n >= 1 and rates in [0, 1]")
     a = alpha / 2.0
     lo, hi = (int(x) for x in stats.binom.ppf([1e-13, 1 - 1e-13], n, fpr))
     k = np.arange(max(lo - 1, 0), min(hi + 1, n) + 1)
@@ -66,12 +67,12 @@ def trade_off_curve(shape: str, epsilon: float | None = None, delta: float = 0.0
     if shape == "gaussian":
         if mu is None:
             if not delta > 0:
-                raise ValueError("shape='gaussian' needs delta > 0 (a Gaussian curve has no pure ε)")
+                raise ParameterError("shape", "shape='gaussian' needs delta > 0 (a Gaussian curve has no pure ε)")
             from .gdp import gdp_mu
 
             mu = gdp_mu(epsilon, delta)
         return lambda f: stats.norm.cdf(stats.norm.isf(f) - mu)
-    raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+    raise ParameterError("shape", f"shape must be one of {SHAPES}, got {shape!r}")
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def trials_for_ceiling(claimed_epsilon: float, alpha: float, delta: float = 0.0,
     while float(ceiling(n, n, alpha, delta)) <= claimed_epsilon:
         n *= 2
         if n > 2**50:
-            raise ValueError("no trial count reaches this claim (δ too large?)")
+            raise ParameterError("delta", "no trial count reaches this claim (δ too large?)")
     lo, hi = n // 2, n
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -121,9 +122,9 @@ def plan_trials(true_epsilon: float, claimed_epsilon: float, alpha: float = 1e-3
     ``max_trials`` do not reach the power.
     """
     if not true_epsilon > claimed_epsilon >= 0:
-        raise ValueError("a violation exists only when true_epsilon > claimed_epsilon >= 0")
+        raise ParameterError("true_epsilon", "a violation exists only when true_epsilon > claimed_epsilon >= 0")
     if not 0 < power < 1:
-        raise ValueError("power must be in (0, 1)")
+        raise ParameterError("power", "power must be in (0, 1)")
     curve = trade_off_curve(shape, true_epsilon, delta)
 
     def best(n: int) -> tuple[float, float, float]:
@@ -139,7 +140,7 @@ def plan_trials(true_epsilon: float, claimed_epsilon: float, alpha: float = 1e-3
     while best(n)[0] < power:
         n *= 2
         if n > limit:
-            raise ValueError(f"more than {max_trials} trials per world would be needed for power {power}")
+            raise ParameterError("max_trials", f"more than {max_trials} trials per world would be needed for power {power}")
     lo, hi = n // 2, n
     while hi - lo > max(1, hi // 50):
         mid = (lo + hi) // 2

@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from .rates import _check_alpha, _check_delta, epsilon_lower_bound
 
 P_FLOOR = 1e-300
@@ -53,7 +54,7 @@ def holm_adjust(p_values, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     _check_alpha(alpha)
     p = np.asarray(p_values, dtype=float).ravel()
     if p.size == 0 or np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError("p_values must be a non-empty array in [0, 1]")
+        raise ParameterError("p_values", "p_values must be a non-empty array in [0, 1]")
     order = np.argsort(p)
     ranked = p[order]
     steps = np.arange(p.size, 0, -1)

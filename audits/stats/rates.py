@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from recaudit.core.errors import ParameterError
 from .coded import CodedScores, Tally
 
 
@@ -36,31 +37,31 @@ def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
 
 def _check_alpha(alpha: float) -> None:
     if not (0.0 < float(alpha) < 1.0):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ParameterError("alpha", f"alpha must be in (0, 1), got {alpha!r}")
 
 
 def _check_delta(delta) -> None:
     d = np.asarray(delta, dtype=float)
     if np.any(~(d >= 0.0)) or np.any(d >= 1.0):
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+        raise ParameterError("delta", f"delta must be in [0, 1), got {delta!r}")
 
 
 def _check_direction(direction: int) -> int:
     if direction not in (1, -1):
-        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
+        raise ParameterError("direction", f"direction must be +1 or -1, got {direction!r}")
     return int(direction)
 
 
 def _as_scores(x, name: str) -> "np.ndarray | CodedScores":
     if isinstance(x, CodedScores):  # kept coded (its table holds no NaN)
         if x.size == 0:
-            raise ValueError(f"{name} is empty")
+            raise ParameterError(name, f"{name} is empty")
         return x.ravel()
     a = np.asarray(x, dtype=float).ravel()
     if a.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise ParameterError(name, f"{name} is empty")
     if np.isnan(a.min()):  # the minimum is NaN iff some score is (a reduction: no mask of the scores is made)
-        raise ValueError(f"{name} contains NaN")
+        raise ParameterError(name, f"{name} contains NaN")
     return a
 
 
@@ -133,7 +134,7 @@ def cp_upper(k, n, alpha: float) -> float | np.ndarray:
     k = np.asarray(k)
     n = np.asarray(n)
     if np.any(k < 0) or np.any(k > n):
-        raise ValueError("need 0 <= k <= n")
+        raise ParameterError("k", "need 0 <= k <= n")
     k, n = np.broadcast_arrays(k.astype(float), n.astype(float))
     full = k >= n
     b = np.where(full, 1.0, n - k)  # placeholder b for k == n avoids nan
@@ -155,7 +156,7 @@ def epsilon_from_rates(fpr_upper, fnr_upper, delta=0.0) -> float | np.ndarray:
     fpr = np.asarray(fpr_upper, dtype=float)
     fnr = np.asarray(fnr_upper, dtype=float)
     if np.any(~((fpr >= 0) & (fpr <= 1))) or np.any(~((fnr >= 0) & (fnr <= 1))):
-        raise ValueError("rates must lie in [0, 1]")
+        raise ParameterError("rates", "rates must lie in [0, 1]")
     delta = np.asarray(delta, dtype=float)
     num1 = 1.0 - delta - fnr
     num2 = 1.0 - delta - fpr

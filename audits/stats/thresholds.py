@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from .coded import CodedScores
 from .rates import (Tally, _as_scores, _check_alpha, _check_delta, _check_direction, _counts_sorted, _wilson_upper,
                     epsilon_from_rates, sorted_scores)
@@ -13,7 +14,7 @@ from .rates import (Tally, _as_scores, _check_alpha, _check_delta, _check_direct
 def _split_sample(s0, s1, selection_fraction, rng):
     """(selection0, selection1, evaluation0, evaluation1): the first ``floor(f·n)`` runs select."""
     if not (0.0 < float(selection_fraction) < 1.0):
-        raise ValueError("selection_fraction must be in (0, 1)")
+        raise ParameterError("selection_fraction", "selection_fraction must be in (0, 1)")
     if rng is not None:
         gen = np.random.default_rng(rng)
         s0 = s0[gen.permutation(s0.size)]
@@ -21,7 +22,7 @@ def _split_sample(s0, s1, selection_fraction, rng):
     k0 = int(math.floor(selection_fraction * s0.size))
     k1 = int(math.floor(selection_fraction * s1.size))
     if min(k0, k1) < 1 or k0 == s0.size or k1 == s1.size:
-        raise ValueError("each world needs at least one selection and one evaluation run")
+        raise ParameterError("trials", "each world needs at least one selection and one evaluation run")
     return s0[:k0], s1[:k1], s0[k0:], s1[k1:]
 
 
@@ -44,7 +45,7 @@ def threshold_counts(
     s0, s1 = _as_scores(scores0, "scores0"), _as_scores(scores1, "scores1")
     t = np.asarray(thresholds, dtype=float)
     if np.isnan(t).any():
-        raise ValueError("thresholds contain NaN")
+        raise ParameterError("thresholds", "thresholds contain NaN")
     if isinstance(s0, CodedScores) or isinstance(s1, CodedScores):  # counted per value: the same counts
         return _counts_sorted(sorted_scores(s0), sorted_scores(s1), t, direction)
     if t.size <= FEW_THRESHOLDS:  # a few passes over the scores beat sorting them
@@ -175,7 +176,7 @@ def _best_cut(s0: np.ndarray, s1: np.ndarray, crit, candidates: str = "all") -> 
     cut's gap (same partition of the pooled sample, better generalisation).
     """
     if candidates not in CANDIDATES:
-        raise ValueError(f"candidates must be one of {CANDIDATES}, got {candidates!r}")
+        raise ParameterError("candidates", f"candidates must be one of {CANDIDATES}, got {candidates!r}")
     u = np.unique(np.concatenate([_distinct_sorted(s0), _distinct_sorted(s1)]))
     full = np.append(u, np.inf)
     index = np.arange(full.size) if candidates == "all" else rare_event_cuts(s0, s1, u)
