@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recaudit.core.errors import ParameterError
 from recaudit.attacks.learned import output_table
 from recaudit.mechanisms import PrivacyClaim
 
@@ -35,13 +36,13 @@ def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha:
     attack's name (``score``: a hand-written score, ``identity``: the scalar output)."""
     batch = int(batch)
     if method != "clopper-pearson":
-        raise ValueError(f"sequential audits use an e-process; method={method!r} is for the fixed design")
+        raise ParameterError("method", f"sequential audits use an e-process; method={method!r} is for the fixed design")
     scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
     if batch < 1 or budget < 2 * batch:
-        raise ValueError(f"a sequential audit needs batch >= 1 and trials >= 2 batches (trials = {budget}, "
+        raise ParameterError("batch", f"a sequential audit needs batch >= 1 and trials >= 2 batches (trials = {budget}, "
                          f"batch = {batch})")
     if scorer is None and attack not in ("auto", "identity"):
-        raise ValueError("sequential audits score each batch as it comes: pass score= (or give the mechanism "
+        raise ParameterError("score", "sequential audits score each batch as it comes: pass score= (or give the mechanism "
                          ".score), or audit scalar outputs; learned attacks need the fixed design")
     gens = [np.random.default_rng(s) for s in world_seeds[:2]]
     permute = np.random.default_rng(world_seeds[2])
@@ -57,7 +58,7 @@ def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha:
             else:
                 table = output_table(out, n, f"world {w}: mechanism.sample({value!r}, {n}, rng)")
                 if not table.is_scalar:
-                    raise ValueError("sequential audits need one number per run: pass score= (or give the "
+                    raise ParameterError("score", "sequential audits need one number per run: pass score= (or give the "
                                      "mechanism .score); learned attacks need the fixed design")
                 scores.append(table.values[:, 0])
         test.update(scores[0], scores[1], permute)

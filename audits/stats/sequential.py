@@ -50,6 +50,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import logsumexp
 
+from recaudit.core.errors import ParameterError
 from .estimators import Estimate, Estimator
 from .rates import BoundResult, _check_alpha, _check_delta
 from .thresholds import select_threshold
@@ -146,7 +147,7 @@ class SequentialTest:
         _check_alpha(self.alpha)
         _check_delta(self.delta)
         if self.budget < 2:
-            raise ValueError("a sequential audit needs a budget of at least 2 runs per world")
+            raise ParameterError("trials", "a sequential audit needs a budget of at least 2 runs per world")
         self._grid = _grid(self.epsilon)
         self._claim = int(np.searchsorted(self._grid, self.epsilon)) if math.isfinite(self.epsilon) else -1
         self._log_k = np.zeros((self._grid.size, BET_FRACTIONS.size))
@@ -189,13 +190,13 @@ class SequentialTest:
         return its runs in an order that depends on them).
         """
         if self.reason is not None:
-            raise ValueError(f"the test already stopped ({self.reason})")
+            raise ParameterError("batch", f"the test already stopped ({self.reason})")
         s0 = np.asarray(scores0, dtype=float).ravel()
         s1 = np.asarray(scores1, dtype=float).ravel()
         if s0.size != s1.size or s0.size == 0:
-            raise ValueError(f"a batch needs as many runs of each world, at least one (got {s0.size}, {s1.size})")
+            raise ParameterError("scores", f"a batch needs as many runs of each world, at least one (got {s0.size}, {s1.size})")
         if np.isnan(s0).any() or np.isnan(s1).any():
-            raise ValueError("scores contain NaN")
+            raise ParameterError("scores", "scores contain NaN")
         if rng is not None:
             s0, s1 = s0[rng.permutation(s0.size)], s1[rng.permutation(s1.size)]
         if self._past:
@@ -316,7 +317,7 @@ def sequential_audit(scores, epsilon: float, delta: float, alpha: float, batch: 
     s0, s1 = np.asarray(scores[0], dtype=float), np.asarray(scores[1], dtype=float)
     batch = int(batch)
     if batch < 1:
-        raise ValueError("batch must be at least 1")
+        raise ParameterError("batch", "batch must be at least 1")
     test = SequentialTest(float(epsilon), float(delta), float(alpha), int(budget or s0.size), inside)
     start = 0
     while start < s0.size:
