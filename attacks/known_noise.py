@@ -48,6 +48,9 @@ def answer_rounds(view: View, runs: int) -> np.ndarray:
 class KnownNoiseAttack(Attack, kind="known_noise"):
     """Log-likelihood ratio of the noisy statistics under the published noise law (white box)."""
 
+    #: the statistics the score sums (None: every one the mechanism models). One statistic alone is the
+    #: Neyman–Pearson test on it: where a broken twin drops one statistic's noise, its term alone separates.
+    statistics: list[str] | None = None
     views = ("statistics",)
     test_mechanism = "continual_covariance_tree"
 
@@ -78,7 +81,12 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         ticks = answer_rounds(view, runs)
         means = [mechanism.white_box_means(rows, stats, ticks) for rows in (pair.rows0, pair.rows1)]
         noise = mechanism.statistic_noise()
+        if self.statistics is not None and not set(self.statistics) <= set(means[0]):
+            raise ValueError(f"attack {self.kind}: {mechanism.kind} models the statistics "
+                             f"{', '.join(means[0])}, not {', '.join(sorted(set(self.statistics) - set(means[0])))}")
         for name, m in means[0].items():
+            if self.statistics is not None and name not in self.statistics:
+                continue
             yield noise[name], np.asarray(stats[name], float), m, means[1][name]
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:

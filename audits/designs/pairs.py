@@ -322,6 +322,29 @@ class SingleItemReplace(UserReplace):
         return TargetPair(rows(0), rows(1))
 
 
+class SingleItemAddRemove(NeighbourPolicy):
+    """User-level, add/remove one: world 1's target rates one item at the largest magnitude, world 0's rates
+    nothing (a user who sends nothing: absent).
+
+    For mechanisms whose users add clipped contributions per rated item (DP-ALS, DP-SGD matrix factorisation)
+    a target on one item at the rating bound reaches the claimed sensitivity when the claim counts one item
+    per user; with the population's ``canary_items`` its effect is isolated (``reserved_items``).
+    """
+
+    unit, neighbouring = "user", "add_remove"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the single-item add/remove pair is for designs that run the protocol")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 1, rng)[:, 0]
+        value = np.full(n, float(getattr(population, "max_rating", 1.0)))
+        shape = (n, catalogue.n_items)
+        none = np.zeros(0, np.int64)
+        return TargetPair(UserBatch.from_coo(none, none, np.zeros(0), np.zeros(0, bool), shape),
+                          UserBatch.from_coo(np.arange(n), items, value, value > 0, shape))
+
+
 class SingleFlip(RatingReplace):
     """Rating-level, replace-one: the target rates two items at the largest magnitude; one rating flips sign.
 
@@ -357,6 +380,7 @@ PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportRepl
                                              "star_pattern": StarPatternReplace(),
                                              "private_replace": PrivateReplace(),
                                              "single_item": SingleItemReplace(),
+                                             "single_item_add_remove": SingleItemAddRemove(),
                                              "single_flip": SingleFlip()}
 
 
