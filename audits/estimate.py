@@ -399,12 +399,12 @@ def _read_csv(path: Path) -> dict[str, Any]:
     import io
 
     try:
-        frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False,
+        frame = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_filter=False,  # numbers parsed by the C reader
                             skipinitialspace=True, encoding="utf-8-sig")
     except (pd.errors.ParserError, ValueError) as exc:
         raise EstimateInputError(f"{path}: not a CSV table ({' '.join(str(exc).split())})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
-    return {c: frame[c].to_numpy(dtype=object) for c in frame.columns}
+    return {c: frame[c].to_numpy() for c in frame.columns}
 
 
 def _read_npz(path: Path) -> dict[str, Any]:

@@ -12,6 +12,12 @@ The public API (docs/api.md) is this package's attributes, imported on first use
     result = ra.estimate(scores, members=members, epsilon=1, delta=1e-5)   # scores in, ε out
 """
 from importlib import metadata as _metadata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time the names load on first use (below)
+    from recaudit.audits.api import (Report, Scenario, assert_dp, assert_not_dp, audit, estimate,  # noqa: F401
+                                     load_report, load_scenario, run, scenario_schema)
+    from recaudit.core.errors import BadInput  # noqa: F401
 
 try:
     __version__ = _metadata.version("recaudit")

@@ -150,6 +150,10 @@ def test_a_reports_file_with_several_tests_needs_one_picked(tmp_path, capsys):
     path = _write(tmp_path / "t.csv", {"test": ["a", "a", "b", "b"], "score": [1, 0, 1, 0], "world": [1, 0, 1, 0]})
     code, line = one_error(capsys, ["estimate", path, "--epsilon", "1", "--delta", "0"])
     assert code == 2 and line == f"{path}: test: the file holds 2 tests (a, b); pick one with --test NAME"
+    out = _json(capsys, ["estimate", path, "--test", "b", "--epsilon", "1", "--delta", "0", "--json"])
+    assert out["counts"] == {"world0": 1, "world1": 1}
+    code, line = one_error(capsys, ["estimate", path, "--test", "c", "--epsilon", "1", "--delta", "0"])
+    assert code == 2 and line == f"{path}: test: no row is test 'c' (the file's: a, b)"
 
 
 def test_bad_arguments_in_python_name_the_argument():
