@@ -40,6 +40,7 @@ from .language.scenario import AuditConfig, Scenario, build, build_estimator, bu
 from .language.yamlio import ScenarioError
 from .runner import run_scenario
 from .stats.estimators import ESTIMATORS, Estimator, EstimatorError, estimator_for
+from .trainer_checks import trainer_checks
 
 Check = Callable[[type], None]
 
@@ -194,6 +195,9 @@ MECHANISM_CHECKS: tuple[Check, ...] = (check_scenario_validates, check_bad_param
 
 def mechanism_checks(cls: type[Mechanism], slow: bool = False) -> Iterator[Check]:
     """Every check of a mechanism class: ``recaudit.mechanisms.checks``' then those in its world (``slow``: its audit)."""
+    if getattr(cls, "trains", False):  # a trainer: no rounds, a typed-in claim, one training run
+        yield from () if slow else trainer_checks(cls)
+        return
     if slow:
         if cls.negative_control:
             yield check_negative_control_is_flagged

@@ -411,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command]()
     except BadInput as exc:  # the user's input or environment (recaudit.core.errors): one line, exit 2
         print(exc if isinstance(exc, ScenarioError) else one_line(str(exc)), file=sys.stderr)
+        if getattr(exc, "trainer_traceback", None):  # a trainer's own failure: its frames, once
+            print(f"--- the trainer's traceback ---\n{exc.trainer_traceback}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # stdout closed early (`recaudit list | head`): not an error of recaudit's
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

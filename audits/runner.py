@@ -30,10 +30,11 @@ from recaudit.simulator.seeds import child_seed, stream
 from recaudit.simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
-from .designs.base import saved_scores
+from .designs.base import CANARIES, TargetScores, saved_scores
+from .designs.trainer_canaries import train_once, trainer_summary, trainer_utility
 from .executors import open_executor
 from .language.limits import GIB
-from .language.scenario import Scenario, build, build_estimator, build_schedule
+from .language.scenario import Scenario, build, build_estimator, build_schedule, trainer_users
 from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
@@ -97,6 +98,8 @@ class AuditResult:
     timing: dict = field(default_factory=dict)
     packages: dict | None = None  # the versions that ran it, when rebuilt from a run folder (None: these)
     started: float | None = None  # when the command that ran it started (epoch seconds); None when rebuilt
+    #: a trainer's audit: its canaries, AUC and TPR at low FPR per attack, ε_LB per estimator, training time
+    trainer: dict | None = None
 
     @property
     def strongest(self) -> TestOutcome:
@@ -158,6 +161,11 @@ def measure_world(scenario: Scenario) -> dict:
 def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: str, executor,
          report: Callable[[str], None], started: float) -> AuditResult:
     begun = time.time()
+    mechanism = build(scenario.mechanism, MECHANISMS, getattr(scenario, "_base_dir", None))
+    if getattr(mechanism, "trains", False):
+        if getattr(scenario, "_fit", None) is not None:  # a trainer given from Python as the function itself
+            mechanism._function = scenario._fit
+        return _run_trainer(scenario, mechanism, out_dir, report, started)
     job, policy, world_seed = audit_job(scenario)
     mechanism, population, catalogue, churn, claim = job.mechanism, job.population, job.catalogue, job.churn, job.claim
     attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
@@ -208,6 +216,49 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: 
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
     return AuditResult(scenario, claim, design.kind, tests, verdict, utility, world, timing, started=started)
+
+
+def _run_trainer(scenario: Scenario, mechanism, out_dir: Path | None, report: Callable[[str], None],
+                 started: float) -> AuditResult:
+    """A trainer's audit: canaries in one training run, every canary scored, the one-run estimators' bounds."""
+    begun = time.time()
+    root = np.random.SeedSequence(scenario.seed)
+    with ratings_limit(scenario.limits.ratings_gb * GIB):
+        population = build(scenario.population, POPULATIONS, getattr(scenario, "_base_dir", None))
+    catalogue = population.catalogue(stream(root, "catalogue"))
+    cfg = scenario.audit
+    claim = mechanism.claim
+    attack_configs = scenario.attack if isinstance(scenario.attack, list) else [scenario.attack]
+    view = cfg.view or "releases"
+    entropy = int.from_bytes(child_seed(root, "audit").generate_state(4).tobytes(), "little")
+    job = AuditJob(mechanism, population, catalogue, None, tuple(build(c, ATTACKS) for c in attack_configs), claim,
+                   view, 1, entropy, entropy, 1, tuple(getattr(c, "view", None) or view for c in attack_configs))
+    fit_name = getattr(mechanism, "fit_name", mechanism.kind)
+    report(f"design one_run: {cfg.trials} {cfg.canary} canaries in one training run of {fit_name}")
+    run = train_once(job, trainer_users(scenario, population), cfg.trials, cfg.canary, cfg.canary_ratings, report)
+    progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, False,
+                        warn=report)
+    worlds = run.canaries.worlds
+    progress.save_arrays(CANARIES, TargetScores(run.scores, worlds).to_arrays())
+    pair = run.canaries.pair()
+    labels = [attack_label(c) for c in attack_configs]
+    estimator = build_estimator(cfg)
+    tests = judge([ScoredTest(pair, run.scores[a], worlds, labels[a]) for a in range(len(labels))], estimator,
+                  claim, cfg.alpha)
+    verdict = overall_verdict(tests, claim)
+    audit_seconds = time.time() - begun
+    training = run.canaries.training
+    world = {"users_arrived": int(training.shape[0]), "users_answered": int(training.shape[0]),
+             "answers": int(training.nnz), "canaries": int(worlds.size), "releases": 1,
+             "n_items": int(training.shape[1]), "n_item_clusters": catalogue.n_item_clusters, "horizon": 0.0,
+             "release_times": [0.0], "training_runs": 1}
+    timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+              "world_seconds": round(run.build_seconds, 3), "audit_seconds": round(audit_seconds, 3),
+              "total_seconds": round(time.time() - started, 3)}
+    summary = trainer_summary(run, labels, claim, cfg.alpha, len(tests), cfg.canary, cfg.canary_ratings,
+                              audit_seconds)
+    return AuditResult(scenario, claim, "one_run", tests, verdict, trainer_utility(run), world, timing,
+                       started=started, trainer=summary | {"fit": fit_name})
 
 
 def attack_label(config) -> str:
@@ -321,7 +372,7 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     timing = dict(old.get("timing", {}))
     timing["report_rebuilt_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return AuditResult(scenario, claim, old["audit"]["design"], tests, verdict, old["utility"], old["world"],
-                       timing, packages=old["packages"])
+                       timing, packages=old["packages"], trainer=old.get("trainer"))
 
 
 def _scores_from_csv(run_dir: Path, tests: list[dict], trials: int, canaries: bool) -> list[tuple]:

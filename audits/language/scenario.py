@@ -30,6 +30,7 @@ from .sections import (ROLE_FIELDS, SAFE_NAME, STRICT, AttackConfig, AuditConfig
                        ExecutorConfig, GridConfig, MechanismConfig, PanelConfig, PopulationConfig, SweepAxis,
                        SweepConfig, build, build_churn, build_estimator, folder_name, with_parameter)
 from .studies import StudyScenario
+from .trainers import check_trainer, trainer_defaults, trainer_users  # noqa: F401 (trainer_users: re-exported)
 from .validation_errors import format_validation_error
 from .yamlio import ScenarioError, load_yaml
 
@@ -53,6 +54,8 @@ class Scenario(BaseModel):
     grid: GridConfig | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
+    _trainer_defaults = model_validator(mode="before")(classmethod(lambda cls, data: trainer_defaults(data)))
+
     @model_validator(mode="wrap")
     @classmethod
     def _ratings_files_within_the_limit(cls, data: Any, handler):
@@ -72,6 +75,8 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _mechanism_fits_the_world(self, info: ValidationInfo) -> "Scenario":
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
+        if getattr(build(self.mechanism, MECHANISMS), "trains", False):
+            return self  # a trainer has no rounds: _audit_fits_the_claim checks it against its world
         cost = estimate_cost(self, build(self.mechanism, MECHANISMS), base_dir=(info.context or {}).get("base_dir"))
         for field, message in over_limits(cost, self.limits, panel=_panel_size_field(self))[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
@@ -87,7 +92,12 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _audit_fits_the_claim(self, info: ValidationInfo) -> "Scenario":
         """The estimator and the design must be valid for the claim the mechanism makes."""
-        mechanism = build(self.mechanism, MECHANISMS)
+        mechanism = build(self.mechanism, MECHANISMS, (info.context or {}).get("base_dir"))
+        if getattr(mechanism, "trains", False):
+            if (info.context or {}).get("fit") is not None:  # from Python: the function itself, not imported
+                mechanism._function = info.context["fit"]
+            check_trainer(self, mechanism, (info.context or {}).get("base_dir"))
+            return self
         population = None
         if self.panel is not None:
             population = build(self.population, POPULATIONS, (info.context or {}).get("base_dir"))

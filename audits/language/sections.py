@@ -90,6 +90,8 @@ def _params(model: BaseModel, context: dict | None = None) -> dict[str, Any]:
     base = (context or {}).get("base_dir")
     if params.get("path") is not None and base is not None:
         params["path"] = Path(base) / params["path"]
+    if getattr(model, "kind", None) == "trainer" and base is not None:  # fit is imported from the file's folder
+        params["folder"] = Path(base) / (params.get("folder") or ".")
     return params
 
 
@@ -155,6 +157,17 @@ class _AuditBase(BaseModel):
             return self.design
         return "one_run" if estimator_for(self.method, self.threshold_rule).input == "canaries" else "local_replay"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _canaries_are_trials(cls, data: Any) -> Any:
+        """``canaries: m`` (a trainer's one-run audit) is ``trials: m``; both given must agree."""
+        if isinstance(data, dict) and data.get("canaries") is not None:
+            if data.get("trials") is not None and data["trials"] != data["canaries"]:
+                raise ParameterError("canaries", f"{data['canaries']} canaries but trials: {data['trials']} (one "
+                                                 "run's canaries are its trials: give one of them)")
+            data = data | {"trials": data["canaries"]}
+        return data
+
     @model_validator(mode="after")
     def _estimator_settings(self) -> "_AuditBase":
         try:
@@ -202,6 +215,12 @@ AuditConfig = create_model(
     sequential=(bool, Field(False, description="draw the runs block by block and stop as soon as an anytime-valid "
                                                "test decides (a violation shown, or none possible at the budget "
                                                "left); trials is the budget, block_size the batch")),
+    canaries=(int | None, Field(None, ge=100, description="one_run of a trainer: the canary users (sets trials)")),
+    canary=(Literal["isolated", "resampled"], Field("isolated", description=(
+        "one_run of a trainer: isolated canaries rate items no one else rates (the worst case), resampled ones "
+        "are real users of the population (the typical case)"))),
+    canary_ratings=(int, Field(4, ge=1, description="one_run of a trainer: ratings of each isolated canary "
+                                                    "(each on an item of its own)")),
     pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
 )

@@ -128,6 +128,8 @@ def report_dict(result) -> dict:
         "world": result.world,
         "timing": result.timing,
     }
+    if getattr(result, "trainer", None):
+        report["trainer"] = result.trainer
     report = finite(report)
     report["summary"] = verdict_sentence(report)
     return report

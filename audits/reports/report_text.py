@@ -162,6 +162,7 @@ def report_markdown(report: dict) -> str:
     if reach:
         lines += ["", "Pair reach (white box: the ε the audited pair's largest difference implies, beside the claim):",
                   ""] + [f"- {md(line)}" for line in reach]
+    lines += trainer_lines(report)
     lines += [
         "",
         "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
@@ -265,12 +266,50 @@ def utility_measured(utility: dict) -> bool:
 def schedule_text(report: dict) -> str:
     """How the world ran, in words: the panel's rounds and its one release, or churn's releases."""
     world = report["world"]
+    if world.get("training_runs") is not None:
+        return (f"one training run on {world['users_arrived']:,} users and {world['answers']:,} ratings "
+                f"({world['canaries']:,} canaries each in with probability ½)")
     if world.get("panel_rounds") is not None:
         return (f"a panel: every user present from the start, {world['panel_rounds']} round(s) of answers, "
                 f"{world['releases']} release(s) after the last round")
     churn = report["scenario"].get("churn") or {}
     every = f" (every {churn['release_interval']:g})" if churn.get("release_interval") else ""
     return f"users arriving and leaving until t = {world.get('horizon', 0):g}, {world['releases']} releases{every}"
+
+
+def trainer_lines(report: dict) -> list[str]:
+    """The trainer section of a report (``report["trainer"]``): the canaries, AUC and TPR at low FPR per attack,
+    ε_LB per one-run estimator with what it assumes, the claim, training time and the audit's overhead."""
+    t = report.get("trainer")
+    if not t:
+        return []
+    c, claim = t["canaries"], report["claim"]
+    how = (f"isolated: each rates {c['ratings_per_canary']} item(s) of its own ({c['reserved_items']:,} reserved "
+           "items no one else rates)" if c["kind"] == "isolated" else
+           f"resampled: real users of the population's {c['population_users']:,}")
+    lines = ["", "## Trainer audit", "",
+             f"- trainer `{md(t.get('fit', '?'))}`, trained once on {c['training_users']:,} users "
+             f"({c['training_ratings']:,} ratings) in {t['train_seconds']:.3g} s; the whole audit took "
+             f"{t['audit_seconds']:.3g} s ({_fmt(t['overhead'])}x the training run; seed check "
+             f"{t['seed_check_seconds']:.3g} s, data {t['data_seconds']:.3g} s, attacks {t['attack_seconds']:.3g} s)",
+             f"- canaries: {c['m']:,} {how}; {c['members']:,} in by a fair coin",
+             "- claim: " + (f"({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']}, per {claim['unit']} "
+                            f"({claim['neighbouring']})" if claim["epsilon"] is not None else
+                            "none: ε_LB is a measurement"),
+             "", "| attack | AUC | TPR at 1 % FPR | TPR at 0.1 % FPR |", "|---|---:|---:|---:|"]
+    for name, r in t["attacks"].items():
+        lines.append(f"| {md(name)} | {_fmt(r['auc'])} | {_fmt(r['tpr_at_fpr_0.01'])} | "
+                     f"{_fmt(r['tpr_at_fpr_0.001'])} |")
+    lines += ["", "AUC and TPR are point estimates (as membership-inference papers report them); ε_LB is the bound. "
+                  f"ε_LB per one-run estimator (each at α = {t['alpha_per_test']:.3g}):", "",
+              "| estimator | assumes | " + " | ".join(md(a) for a in t["attacks"]) + " |",
+              "|---|---|" + "---:|" * len(t["attacks"])]
+    for e in t["estimators"]:
+        kind = "bound" if e["bound"] else "estimate"
+        lines.append(f"| {e['estimator']} ({kind}) | {md(e['assumes'])} | "
+                     + " | ".join(_fmt(e["epsilon_lb"][a]) + (" (uninformative)" if e["uninformative"][a] else "")
+                                  for a in t["attacks"]) + " |")
+    return lines
 
 
 def population_text(population: dict) -> str:
