@@ -44,6 +44,7 @@ from .stats.bounds import heldout_epsilon_bound
 from .stats.estimators import ESTIMATORS, GaussianDP, pairs_estimate
 from .stats.sequential import SequentialResult
 from .harness_sequential import called_one_world, sequential_bound, sequential_line
+from .harness_pairs import PATTERNS, NeighbourCandidates, candidate_pairs
 from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
                        _learned_scores, _probe, _split_sizes)
@@ -256,48 +257,6 @@ def _p_value(bound: BoundResult, claimed_epsilon: float) -> float:
 
 # --------------------------------------------------------------------------
 # neighbour search
-
-
-class NeighbourCandidates(tuple):
-    """Candidate neighbouring pairs ``((d0, d1), …)`` audited as one family (Holm); see :func:`candidate_pairs`."""
-
-    def __new__(cls, pairs):
-        pairs = tuple(tuple(p) for p in pairs)
-        if not pairs or any(len(p) != 2 for p in pairs):
-            raise ParameterError("pairs", "NeighbourCandidates needs a non-empty list of (d0, d1) pairs")
-        return super().__new__(cls, pairs)
-
-
-def _half(d: int) -> np.ndarray:
-    return np.where(np.arange(d) < (d + 1) // 2, 1.0, -1.0)
-
-
-#: Classic difference patterns for a vector of query answers (Ding et al., StatDP, CCS 2018): d1 = d0 + pattern.
-PATTERNS: dict[str, Callable[[int], np.ndarray]] = {
-    "one_up": lambda d: np.eye(d)[0],
-    "one_down": lambda d: -np.eye(d)[0],
-    "one_up_rest_down": lambda d: 2 * np.eye(d)[0] - 1,
-    "one_down_rest_up": lambda d: 1 - 2 * np.eye(d)[0],
-    "all_up": lambda d: np.ones(d),
-    "all_down": lambda d: -np.ones(d),
-    "half_up_half_down": _half,
-}
-
-
-def candidate_pairs(base, patterns=tuple(PATTERNS)) -> NeighbourCandidates:
-    """``(base, base + pattern)`` for each named pattern in :data:`PATTERNS` (duplicates dropped)."""
-    base = np.asarray(base, dtype=float)
-    if base.ndim != 1 or base.size == 0:
-        raise ParameterError("base", f"base must be a non-empty vector of query answers, got shape {base.shape}")
-    pairs, seen = [], set()
-    for name in patterns:
-        if name not in PATTERNS:
-            raise ParameterError("patterns", f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}")
-        other = base + PATTERNS[name](base.size)
-        if other.tobytes() not in seen:
-            seen.add(other.tobytes())
-            pairs.append((base.copy(), other))
-    return NeighbourCandidates(pairs)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from recaudit.simulator.schedules import Panel
 from recaudit.simulator.seeds import stream
 from recaudit.simulator.transcript import StatisticsView
 
-from .base import Design, DesignError, DesignOutput, attack_outputs, run_blocks
+from .base import Design, DesignError, DesignOutput, attack_outputs
+from .sequential_blocks import run_blocks
 
 
 def world_rows(job) -> UserBatch:

@@ -18,7 +18,8 @@ from recaudit.simulator.engine import Inserted, run_protocol
 from recaudit.simulator.seeds import stream
 from recaudit.simulator.transcript import Recorder, View
 
-from .base import Design, DesignError, DesignOutput, attack_outputs, fit_attacks, run_blocks, stack_views, view_of
+from .base import Design, DesignError, DesignOutput, attack_outputs, fit_attacks, stack_views, view_of
+from .sequential_blocks import run_blocks
 
 #: the most user-answers (users per run x runs) a full-runs audit may cost before it is refused at load time
 MAX_USER_RUNS = 5e8

@@ -24,7 +24,8 @@ from recaudit.simulator.seeds import child_seed, stream
 from recaudit.simulator.transcript import MessagesView, View
 
 from ..stats.coded import CodedScores, one_table
-from .base import Design, DesignError, DesignOutput, block_sizes, blocks_per_unit, fit_attacks, run_blocks
+from .base import Design, DesignError, DesignOutput, block_sizes, blocks_per_unit, fit_attacks
+from .sequential_blocks import run_blocks
 
 
 def replay(mechanism, pair, worlds: np.ndarray, rng: np.random.Generator) -> View:
