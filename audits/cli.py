@@ -231,17 +231,30 @@ def _load(args: argparse.Namespace):
     return scenario
 
 
-def _announce_cost(scenario) -> None:
-    """Log the estimated run time first when it is more than ANNOUNCE_SECONDS."""
+def _announce_cost(scenario, args: argparse.Namespace) -> None:
+    """Log the estimated time first when it is more than ANNOUNCE_SECONDS: of one run (``recaudit run``),
+    of every point of a grid one after another (``grid``), or of every learning curve (``sweep``)."""
     from recaudit.mechanisms import MECHANISMS
 
-    from .language.limits import estimate_cost
-    from .language.scenario import build
+    from .language.limits import estimate_cost, grid_cost, sweep_cost
+    from .language.scenario import Scenario, build, grid_points
 
-    cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
+    executor, workers = getattr(args, "executor", None), getattr(args, "workers", None)
+    if args.command == "sweep":
+        cost = sweep_cost(scenario, build(scenario.mechanism, MECHANISMS), getattr(args, "full", False), executor,
+                          workers)
+        detail = f"{cost['curves']:.0f} learning curves of up to {_duration(cost['curve_seconds'])} each"
+    elif args.command == "grid":
+        base = getattr(scenario, "_base_dir", None)
+        points = [Scenario.model_validate(p.data, context={"base_dir": base}) for p in grid_points(scenario)]
+        cost = grid_cost([estimate_cost(p, build(p.mechanism, MECHANISMS), executor, workers, base_dir=base)
+                          for p in points])
+        detail = f"{len(points)} runs, one after another"
+    else:
+        cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
+        detail = f"world {_duration(cost['world_seconds'])}, audit {_duration(cost['audit_seconds'])}"
     if cost["seconds"] > ANNOUNCE_SECONDS:
-        log.info("estimated %s on 2 cores (world %s, audit %s); progress every %.0f s",
-                 _duration(cost["seconds"]), _duration(cost["world_seconds"]), _duration(cost["audit_seconds"]),
+        log.info("estimated %s on 2 cores (%s); progress every %.0f s", _duration(cost["seconds"]), detail,
                  PROGRESS_EVERY)
 
 
@@ -261,7 +274,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if isinstance(scenario, StudyScenario):
         return _run_study(args, scenario)
-    _announce_cost(scenario)
+    _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):  # checked (and held) before any simulation
         try:
@@ -299,6 +312,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):
         result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_type=args.executor,
@@ -320,6 +334,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         print(f"{args.scenario}: grid: required for 'recaudit grid' (see "
               "scenarios/matrix-completion-rmse-vs-epsilon.yaml)", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     try:
         run_grid(scenario, out, resume=args.resume, executor_type=args.executor, workers=args.workers,

@@ -216,6 +216,11 @@ def hold_folder(directory: Path | None) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
+        try:  # no lock file can be made (a folder such as /proc/self): unusable, not held by another run
+            os.close(os.open(key / LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise FolderUnusable(f"{directory}: cannot write in the output folder (cannot create a file in it: "
+                                 f"{exc.strerror or exc})") from None
         try:
             holder = (key / OWNER_NAME).read_text().strip() or "unknown"
         except OSError:

@@ -109,6 +109,14 @@ def read_ratings(path: Path | str, format: str = "auto") -> _Parsed:
     _refuse_rows(path, layout, ~np.isfinite(values), lambda r: f"{layout.rating}: {values[r]} is not a finite number")
     _refuse_rows(path, layout, values == 0, lambda r: f"{layout.rating}: 0 is not allowed (a stored rating is "
                                                       "never 0: shift the rating scale)")
+    for column in (layout.user, layout.item):  # a negative id is a shifted column or a sentinel, never a user
+        ids = frame[column].to_numpy()
+        if ids.dtype.kind in "if" and (ids < 0).any():  # (text ids are names: no sign to check)
+            if layout.format == "netflix":  # no line numbers kept for the prize's 100M ratings
+                name = {layout.user: "customer", layout.item: "movie"}[column]
+                raise RatingsFileError(path, f"{name} {ids[ids < 0][0]} is negative (ids are >= 0)")
+            _refuse_rows(path, layout, ids < 0,
+                         lambda r, c=column, v=ids: f"{c}: {v[r]} is negative (user and item ids are >= 0)")
     users, user_ids = pd.factorize(frame[layout.user].to_numpy(), sort=True)
     items, item_ids = pd.factorize(frame[layout.item].to_numpy(), sort=True)
     del frame
