@@ -332,6 +332,8 @@ def test_the_frontier_names_the_runs_it_cannot_place(six_tests, tmp_path):
     caption = re.search(r"<strong>Privacy–utility frontier\.</strong>([^<]*)</figcaption>", html).group(1)
     assert (f"Not drawn: {rows[2]['scenario']}: no utility at the last release; {rows[3]['scenario']}: claims no ε"
             in caption), caption
+    caption = re.search(r"<strong>ε lower bounds against the claims\.</strong>([^<]*)</figcaption>", html).group(1)
+    assert f"Not drawn: {rows[3]['scenario']} (claims no ε)." in caption, caption
 
 
 def _svg(html: str, title: str):
@@ -368,3 +370,20 @@ def test_the_epsilon_figure_is_as_tall_as_its_rows():
         return float(ElementTree.fromstring(run_figures.epsilon_figure(rows, "ε_LB per test")).get("height"))
 
     assert height(1) <= 160 and height(6) - height(1) == 5 * run_figures.ROW
+
+
+def test_every_claim_and_bound_lies_inside_the_epsilon_figure():
+    """A grid's runs at ε = 4 whose ceilings are under 3: their claims were drawn beyond the axis."""
+    from xml.etree import ElementTree
+
+    rows = [{"label": f"run {eps:g}", "claim": eps, "epsilon_lb": lb, "ceiling": 2.8, "confidence": 0.95,
+             "verdict": "consistent"} for eps, lb in ((1.0, 0.0), (4.0, 0.3))]
+    svg = ElementTree.fromstring(run_figures.epsilon_figure(rows, "ε_LB across runs"))
+    ns = "{http://www.w3.org/2000/svg}"
+    frame = next(r for r in svg.iter(f"{ns}rect") if r.get("fill") == "none")
+    left, right = float(frame.get("x")), float(frame.get("x")) + float(frame.get("width"))
+    ticks = [float(line.get("x1")) for line in svg.iter(f"{ns}line") if line.get("stroke-width") == "2"
+             and line.get("x1") == line.get("x2")][:2]  # the two rows' claim ticks (the legend's comes last)
+    dots = [float(c.get("cx")) for c in svg.iter(f"{ns}circle")][:2]
+    assert len(ticks) == 2 and all(left <= x < right for x in ticks + dots), (ticks, dots, left, right)
+    assert ticks[1] == pytest.approx(left + (ticks[0] - left) * 4, abs=0.5)  # linear from 0 (drawn to 0.1 px)

@@ -62,7 +62,7 @@ COMPARE_COLUMNS = [
     Column("scenario", lambda r: r["scenario"], user=True),
     Column("mechanism", lambda r: r["mechanism"], code=True, user=True),
     Column("claim ε", lambda r: claim_epsilon(r["claim"]), num=True),
-    Column("δ", lambda r: r["delta"], claim_delta, num=True),
+    Column("δ", lambda r: r["delta"], claim_delta, num=True, nowrap=True),
     Column("design", lambda r: r["design"], code=True),
     Column("ε_LB", epsilon_cell, num=True),
     Column("optimal ε_LB", lambda r: r["optimal_epsilon_lb"], _fmt, num=True),
@@ -166,7 +166,9 @@ def compare_figures(rows: list[dict]) -> list[dict]:
                                     "ε_LB across runs") if claimed else None,
                "One row per run: its claimed ε (black tick) and its strongest lower bound (dot; a cross when "
                "violated) with the one-sided interval up to the ceiling. A dot right of its tick, beyond the "
-               "confidence stated, contradicts that run's claim; a tight audit puts the dot just left of it."),
+               "confidence stated, contradicts that run's claim; a tight audit puts the dot just left of it."
+               + (f" Not drawn: {', '.join(labels[id(r)] for r in rows if r['claim'] is None)} (claims no ε)."
+                  if len(claimed) < len(rows) else "")),
         figure("Privacy–utility frontier",
                plots.frontier_figure([{"label": labels[id(r)], "mechanism": r["mechanism"], "claim": r["claim"],
                                        "epsilon_lb": r["epsilon_lb"], "utility": r["utility"]} for r in claimed]),

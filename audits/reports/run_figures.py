@@ -58,7 +58,8 @@ def epsilon_figure(rows: list[dict], title: str) -> bytes:
     plot = top + ROW * len(rows)
     near = max([r["claim"] for r in rows] + [r["epsilon_lb"] for r in rows] + [1e-3])
     ceilings = [r["ceiling"] for r in rows if r["ceiling"] is not None]
-    high = max(ceilings) * 1.05 if ceilings and max(ceilings) <= 2.5 * near else near * 1.3
+    # every claim and bound inside the axis; the ceilings too unless far beyond them (then drawn as arrows)
+    high = max(near * 1.15, max(ceilings) * 1.05 if ceilings and max(ceilings) <= 2.5 * near else 0.0)
     x = Axis(0.0, high, left, width - right)
     conf = sorted({r["confidence"] for r in rows})
     legend = [("claimed ε", "#000", "tick"), ("ε_LB (dot; cross: violated)", colour(0), "o"),
