@@ -17,6 +17,9 @@ Rows (goal in brackets):
   sparse ``Aᵀ(Av)`` on the same ratings [≤ 100×, peak ≤ 1.5 GB];
 * ``learned``: a black-box audit of the 5-bin Laplace histogram with the ``auto`` attack against
   sampling its outputs alone [≤ 10×], each timed three times, alternating, the ratio of the minima;
+* ``trainer``: ``recaudit run`` of a trainer's one-run audit (the shipped non-private ALS, 1,000 isolated
+  canaries, fold-in) against one training run of the same model on the same ratings [≤ 2×], each timed three
+  times, alternating, the ratio of the minima;
 * ``suite``: the default test suite's CPU minutes [≤ 3], its summary line beside.
 
 ``--rows`` picks rows; ``--scale`` shrinks every size (e.g. 0.1 for a quick look).
@@ -195,6 +198,49 @@ def row_learned(scale: float, repeats: int = 3) -> dict:
                      f"{spread(cases)} s); ε_LB {run.bound.epsilon_lb:.4f} (claim 1, α = 0.05)"}
 
 
+def row_trainer(scale: float, repeats: int = 3) -> dict:
+    """A trainer's one-run audit (``recaudit run`` of the shipped non-private ALS, 1,000 isolated canaries, the
+    fold-in attack, writing included) against one training run of the same model on the population's ratings
+    (no canaries), both in this process with BLAS on one thread (as runs are); the least of ``repeats``
+    alternating timings of each."""
+    import numpy as np
+    import yaml
+
+    from recaudit.audits.designs.trainer_canaries import population_rows
+    from recaudit.audits.language.scenario import Scenario, trainer_users
+    from recaudit.mechanisms import als
+    from recaudit.simulator.populations import POPULATIONS
+    from recaudit.audits.language.sections import build
+    from recaudit.simulator.seeds import stream
+
+    data = yaml.safe_load((ROOT / "scenarios" / "trainer-als-isolated.yaml").read_text())
+    data["audit"]["canaries"] = max(100, int(1_000 * scale))
+    data["attack"] = [{"kind": "fold_in"}]
+    scenario = Scenario.model_validate(data)
+    population = build(scenario.population, POPULATIONS)
+    root = np.random.SeedSequence(scenario.seed)
+    catalogue = population.catalogue(stream(root, "catalogue"))
+    ratings, _ = population_rows(population, catalogue, trainer_users(scenario, population), stream(root, "rows"))
+    from threadpoolctl import threadpool_limits
+
+    def baseline(repeat: int):
+        with threadpool_limits(1, "blas"):  # as the audit runs (recaudit.audits.executors.one_blas_thread)
+            return als.fit(ratings, np.random.default_rng(repeat))
+
+    folder = Path(tempfile.mkdtemp(prefix="recaudit-bench-trainer-"))
+    report, cases, bases = alternating(lambda repeat: _run_cli(data, folder / str(repeat)), baseline, repeats)
+    (base, base_wall), (case, wall) = min(bases), min(cases)
+    t = report["trainer"]
+    return {"measure": f"trainer one-run audit (recaudit run: ALS, {ratings.shape[0]} x {ratings.shape[1]}, "
+                       f"{ratings.nnz:,} ratings, {t['canaries']['m']:,} isolated canaries, fold-in) vs one "
+                       "training run on the same ratings", "goal": "<= 2x", "baseline_cpu": base, "case_cpu": case,
+            "ratio": case / base, "wall": wall, "baseline_wall": base_wall,
+            "notes": f"minimum of {repeats} alternating timings each (baseline {spread(bases)} s; case "
+                     f"{spread(cases)} s); the audit's own training run {t['train_seconds']:.2f} s wall with its "
+                     f"canaries; ε_LB {report['audit']['epsilon_lb']:.3f} (claim 1), AUC "
+                     f"{t['attacks']['fold_in']['auc']:.3f}"}
+
+
 def row_suite(scale: float) -> dict:
     """The default test suite (``python -m pytest``) in a child process: its CPU minutes against the goal."""
     done, case, wall = timed(lambda: subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
@@ -205,7 +251,8 @@ def row_suite(scale: float) -> dict:
             "notes": f"{summary}; baseline column: the goal (180 s CPU)"}
 
 
-ROWS = {"ldp": row_ldp, "churn": row_churn, "completion": row_completion, "learned": row_learned, "suite": row_suite}
+ROWS = {"ldp": row_ldp, "churn": row_churn, "completion": row_completion, "learned": row_learned,
+        "trainer": row_trainer, "suite": row_suite}
 
 
 def _child(row: str, scale: float) -> None:

@@ -21,6 +21,11 @@ def gram_rows(pattern: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
     One sparse-dense product with the rows' outer products flattened (items x r²): no loop over ratings.
     """
     r = factors.shape[1]
+    used = np.unique(pattern.indices)
+    if used.size < 0.5 * len(factors):  # outer products of the rated columns only (a fold-in of a few users)
+        local = np.searchsorted(used, pattern.indices)
+        pattern = sparse.csr_array((pattern.data, local, pattern.indptr), shape=(pattern.shape[0], used.size))
+        factors = factors[used]
     outer = (factors[:, :, None] * factors[:, None, :]).reshape(len(factors), r * r)
     return np.asarray(pattern @ outer).reshape(pattern.shape[0], r, r)
 

@@ -154,3 +154,40 @@ def test_the_command_line_imports_from_the_scenario_folder_and_shows_the_traceba
     assert code == 2, err
     assert "the trainer my_trainer:fit raised RuntimeError: the factors diverged (its traceback follows)" in err
     assert err.count("the trainer's traceback") == 1 and err.count("in helper") == 1
+
+
+# ---------------------------------------------------------------- slow: shipped scenarios, false-violation rate
+
+
+@pytest.mark.slow
+def test_false_violation_rate_of_a_data_ignoring_trainer_is_at_most_alpha():
+    """200 seeded one-run audits (500 isolated canaries each) of a trainer whose factors ignore its data,
+    claiming ε = 0.5 at α = 0.05: each is falsely violated with probability ≤ α, so the count of violations is
+    at most Binomial(200, 0.05); the test allows the count such a binomial exceeds with probability ≤ 1e-6."""
+    from scipy.stats import binom
+
+    audits, alpha = 200, 0.05
+    violated = sum(audit_trainer(als.fit_ignoring_data,
+                                 small({"epsilon": 0.5, "delta": 1e-5}, canaries=500, alpha=alpha,
+                                       options={"factors": 8}) | {"seed": seed}).verdict == "violated"
+                   for seed in range(audits))
+    assert violated <= binom.ppf(1 - 1e-6, audits, alpha), f"{violated} of {audits} audits violated"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, verdict", [("trainer-als-isolated", "violated"),
+                                           ("trainer-als-resampled", None),
+                                           ("trainer-ignoring-data", "consistent")])
+def test_shipped_trainer_scenarios(name, verdict):
+    """The shipped trainers at MovieLens-100K size: ALS claiming ε = 1 violated in one run with 2,000 isolated
+    canaries; with 400 resampled canaries the fold-in attack's AUC is at least 0.75 (the issue's goal); the
+    data-ignoring trainer claiming 0.5 consistent (falsely violated with probability ≤ α)."""
+    from recaudit.audits.language.scenario import load_scenario
+    from recaudit.audits.language.shipped import shipped_scenarios
+    from recaudit.audits.runner import run_scenario
+
+    result = run_scenario(load_scenario(shipped_scenarios()[name]))
+    if verdict is not None:
+        assert result.verdict == verdict
+    else:
+        assert result.trainer["attacks"]["fold_in"]["auc"] >= 0.75

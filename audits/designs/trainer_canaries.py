@@ -226,16 +226,20 @@ def trainer_utility(run: TrainerRun) -> dict:
     if held is None or held.nnz == 0:
         return base
     held = sparse.csr_array(held)
-    users = np.repeat(np.arange(held.shape[0]), np.diff(held.indptr))
+    counts = np.diff(held.indptr)
+    users = np.flatnonzero(counts)  # each user's held-out items in one row, padded with its first
+    width = int(counts.max())
+    slot = np.arange(held.nnz) - np.repeat(held.indptr[users], counts[users])
+    items = np.repeat(held.indices[held.indptr[users]][:, None], width, axis=1)
+    items[np.repeat(np.arange(users.size), counts[users]), slot] = held.indices
     histories = sparse.csr_matrix(run.canaries.training[users])
-    items = held.indices[:, None]
     model = run.model
-    if callable(getattr(model, "predict", None)):
-        predicted = np.asarray(model.predict(histories, items), dtype=float).reshape(-1)
-    else:
+    if not callable(getattr(model, "predict", None)):
         from recaudit.mechanisms.als import FactorModel
 
-        predicted = FactorModel(np.asarray(model.item_factors, dtype=float)).predict(histories, items).reshape(-1)
+        model = FactorModel(np.asarray(model.item_factors, dtype=float))
+    predicted = np.asarray(model.predict(histories, items), dtype=float)
+    predicted = predicted[np.repeat(np.arange(users.size), counts[users]), slot]
     truth = held.data
     mean = float(run.canaries.training.data.mean())
     return base | {"rmse": float(np.sqrt(np.mean((predicted - truth) ** 2))),

@@ -20,7 +20,7 @@ def trainer_defaults(data):
     return data if "attack" in data else data | {"attack": {"kind": "fold_in"}}
 
 
-def trainer_users(scenario: "Scenario", population) -> int:
+def trainer_users(scenario, population) -> int:
     """The users a trainer trains on: ``panel.n_users``, else all of a finite population's."""
     size = population.size() if hasattr(population, "size") else None
     n_users = scenario.panel.n_users if scenario.panel is not None else None
@@ -35,7 +35,7 @@ def trainer_users(scenario: "Scenario", population) -> int:
     return int(n_users)
 
 
-def check_trainer(scenario: "Scenario", mechanism, base_dir) -> None:
+def check_trainer(scenario, mechanism, base_dir) -> None:
     """A trainer's scenario: one_run canaries over a population it trains on once, attacks that read a model."""
     for name in ("churn", "sweep", "grid"):
         if name in scenario.model_fields_set and getattr(scenario, name) is not None:
