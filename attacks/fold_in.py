@@ -35,23 +35,26 @@ def trained_model(view: View) -> Any:
 
 
 def model_refusal(attack: Attack, mechanism: Mechanism | None) -> str | None:
-    """Why a model-reading attack cannot score ``mechanism``'s runs: only a trainer's one release is a model."""
-    if mechanism is not None and not getattr(mechanism, "trains", False):
-        return (f"{attack.kind} reads a trained model (mechanism kind trainer, or one that trains), not "
-                f"{mechanism.kind}'s releases")
+    """Why a model-reading attack cannot score ``mechanism``'s runs: it reads releases that carry item factors,
+    a trainer's model (``trains``) or a mechanism's that says it publishes them (``publishes_item_factors``)."""
+    if mechanism is not None and not (getattr(mechanism, "trains", False)
+                                      or getattr(mechanism, "publishes_item_factors", False)):
+        return (f"{attack.kind} reads released item factors (a trainer's model, or a mechanism with "
+                f"publishes_item_factors), not {mechanism.kind}'s releases")
     return None
 
 
 def released_factors(model: Any) -> np.ndarray:
-    factors = getattr(model, "item_factors", None)
+    """The ``item_factors`` of a released model: an attribute, or a key of a published mapping."""
+    factors = model.get("item_factors") if isinstance(model, dict) else getattr(model, "item_factors", None)
     if factors is None:
         raise ValueError("the released model has no item_factors")
     return np.asarray(factors, dtype=float)
 
 
-def canary_ratings(pair: TargetPair, n_items: int) -> sparse.csr_array:
-    """The audited canaries' ratings (canaries x items), checked against the model's items."""
-    ratings = sparse.csr_array(pair.rows1.ratings, dtype=float)
+def canary_ratings(pair: TargetPair, n_items: int, world: int = 1) -> sparse.csr_array:
+    """The audited users' ratings in ``world`` (users x items), checked against the model's items."""
+    ratings = sparse.csr_array(pair.rows(world).ratings, dtype=float)
     if ratings.shape[1] != n_items:
         raise ValueError(f"the canaries rate {ratings.shape[1]} items, the model has {n_items} item factors")
     return ratings
@@ -71,9 +74,24 @@ class FoldInAttack(Attack, kind="fold_in"):
         return super().refusal(mechanism, view) or model_refusal(self, mechanism)
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
+        """One score per canary of a one-run view (a trainer's, or the engine's one_run design), else one per run.
+
+        A trainer's canaries hold one row (``rows0 is rows1``: world 0 leaves them out), scored by their fit;
+        a replace pair's by the fit of their world-1 row minus that of their world-0 row.
+        """
         self.check_view(view, mechanism)
-        factors = released_factors(trained_model(view))
-        ratings = canary_ratings(pair, factors.shape[0])
+        if view.audited is not None:
+            return self._pair_fit(pair, released_factors(trained_model(view)))
+        return np.array([self._pair_fit(pair, released_factors(run[-1].published))[0] for run in view.releases])
+
+    def _pair_fit(self, pair: TargetPair, factors: np.ndarray) -> np.ndarray:
+        fit = self._fit(canary_ratings(pair, factors.shape[0]), factors)
+        if pair.rows0 is pair.rows1:
+            return fit
+        return fit - self._fit(canary_ratings(pair, factors.shape[0], 0), factors)
+
+    def _fit(self, ratings: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
+        """``−‖r − V_I u‖²`` (over ``‖r‖²`` when normalised) per row, ``u`` the ridge fold-in; 0 for an empty row."""
         pattern = sparse.csr_array((np.ones_like(ratings.data), ratings.indices, ratings.indptr), ratings.shape)
         scale = float(np.mean(np.sum(factors ** 2, axis=1)))
         reg = self.ridge * scale if scale > 0 else 1.0

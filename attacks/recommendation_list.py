@@ -40,7 +40,10 @@ class RecommendationListAttack(Attack, kind="recommendation_list"):
     test_mechanism = "trainer"
 
     def refusal(self, mechanism, view):
-        return super().refusal(mechanism, view) or model_refusal(self, mechanism)
+        reason = super().refusal(mechanism, view) or model_refusal(self, mechanism)
+        if reason is None and mechanism is not None and not getattr(mechanism, "trains", False):
+            return f"{self.kind} asks a trained model for recommendations (a trainer's), not {mechanism.kind}'s"
+        return reason
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         self.check_view(view, mechanism)

@@ -191,3 +191,22 @@ def test_shipped_trainer_scenarios(name, verdict):
         assert result.verdict == verdict
     else:
         assert result.trainer["attacks"]["fold_in"]["auc"] >= 0.75
+
+
+def test_fold_in_reads_any_mechanism_that_publishes_item_factors(monkeypatch):
+    """The engine's one_run design with fold_in on DP-ALS's releases (its dict's item_factors), once the mechanism
+    says it publishes them: the private one consistent (falsely violated with probability ≤ α = 1e-3), the
+    non-private baseline measured above 0 (fixed seed)."""
+    from recaudit.audits.checks import load, scenario_data
+    from recaudit.audits.runner import run_scenario
+    from recaudit.mechanisms import MECHANISMS
+
+    data = scenario_data(MECHANISMS["dp_als"])
+    data |= {"attack": [{"kind": "fold_in"}]}
+    data["audit"] |= {"view": "others", "trials": 400, "alpha": 1e-3}
+    with pytest.raises(ScenarioError, match="publishes_item_factors"):
+        load(data)
+    monkeypatch.setattr(MECHANISMS["dp_als"], "publishes_item_factors", True, raising=False)
+    assert run_scenario(load(data)).verdict == "consistent"
+    data["mechanism"]["kind"] = "als"
+    assert run_scenario(load(data)).strongest.estimate.epsilon_lb > 0
