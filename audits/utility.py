@@ -92,7 +92,8 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
     background = ~np.isin(users, transcript.inserted)
     outputs = transcript.outputs[np.flatnonzero(background)]
     source = transcript.user_cluster if source is None else source
-    held = sparse.coo_array(test[source[users[background]]])  # rows follow ``outputs``
+    rows_of = source[users[background]]  # each output's row of ``test`` (and of ``train``)
+    held = sparse.coo_array(test[rows_of])  # rows follow ``outputs``
     result = {"metric": "held-out RMSE", "reference": "the held-out ratings of the panel's users",
               "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None, "held_out": int(held.nnz),
               "ndcg10": None}
@@ -102,7 +103,7 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
         result["zero_rmse"] = rmse(np.zeros(held.nnz), held.data)
         result["mean_rmse"] = None if train_mean is None else rmse(np.full(held.nnz, train_mean), held.data)
         if train is not None:
-            for name, predicted in baseline_predictions(train, held.row, held.col).items():
+            for name, predicted in baseline_predictions(train, rows_of[held.row], held.col).items():
                 result[name] = rmse(predicted, held.data)
         if held.data.min() > 0:
             result["ndcg10"] = ndcg_at_k(held.row, predictions, held.data, 10)
