@@ -369,6 +369,3 @@ class SelectiveStarSBMPopulation(_SelectivePrivacy, StarSBMPopulation, kind="sbm
 @dataclass
 class SelectiveRatingsFilePopulation(_SelectivePrivacy, RatingsFilePopulation, kind="ratings_file_selective"):
     """``ratings_file`` whose users keep a Beta-distributed share of their ratings private (SP2)."""
-
-
-from .fitted import FittedMatrix  # noqa: E402,F401 -- registers kind 'fitted' (it builds on _Panel above)
