@@ -29,6 +29,8 @@ from .language.studies import StudyScenario
 from .language.yamlio import ScenarioError, one_line
 
 EXECUTORS = ["serial", "processes", "dask"]
+#: a scenario to copy the block a command needs from
+EXAMPLES = {"sweep": "scaling-maxsense.yaml", "grid": "matrix-completion-rmse-vs-epsilon.yaml"}
 log = logging.getLogger("recaudit")
 #: seconds between progress lines when stderr is not a terminal (a log file, CI)
 PROGRESS_EVERY = 10.0
@@ -217,9 +219,10 @@ def _load(args: argparse.Namespace):
             return None
         return scenario
     needs = "sweep" if scenario.sweep is not None else "grid" if scenario.grid is not None else "run"
-    if args.command == "run" and needs != "run":  # `run` would audit its base point only, and say nothing
-        print(one_line(f"{given}: {needs}: a {needs} scenario runs with 'recaudit {needs} {given}' ('recaudit run' "
-                       "runs one audit)"), file=sys.stderr)
+    if needs != args.command:  # `run` would audit a sweep's or grid's base point only, and say nothing
+        print(one_line(f"{given}: {needs}: a {needs} scenario runs with 'recaudit {needs} {given}'" if needs != "run"
+                       else f"{given}: {args.command}: required for 'recaudit {args.command}' (see "
+                            f"scenarios/{EXAMPLES[args.command]})"), file=sys.stderr)
         return None
     if args.executor or args.workers or getattr(args, "full", False):  # the scenario as written was checked
         flags = " ".join(f for f, on in (("--executor", args.executor), ("--workers", args.workers),
@@ -308,10 +311,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if scenario is None:
         return EXIT_BAD_INPUT
-    if scenario.sweep is None:
-        print(f"{args.scenario}: sweep: required for 'recaudit sweep' (see scenarios/scaling-maxsense.yaml)",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
     _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):
@@ -329,10 +328,6 @@ def _cmd_grid(args: argparse.Namespace) -> int:
 
     scenario = _load(args)
     if scenario is None:
-        return EXIT_BAD_INPUT
-    if scenario.grid is None:
-        print(f"{args.scenario}: grid: required for 'recaudit grid' (see "
-              "scenarios/matrix-completion-rmse-vs-epsilon.yaml)", file=sys.stderr)
         return EXIT_BAD_INPUT
     _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name

@@ -35,10 +35,14 @@ def test_scenarios_names_the_command_each_scenario_needs(capsys):
     assert all(line.split()[2] in ("run", "sweep", "grid") for line in lines.values())
 
 
-@pytest.mark.parametrize("name, command", [("scaling-regimes", "sweep"), ("matrix-completion-rmse-vs-epsilon", "grid")])
-def test_run_refuses_a_sweep_or_grid_scenario_naming_the_right_command(tmp_path, capsys, name, command):
+@pytest.mark.parametrize("given, name, command", [("run", "scaling-regimes", "sweep"),
+                                                 ("run", "matrix-completion-rmse-vs-epsilon", "grid"),
+                                                 ("grid", "scaling-regimes", "sweep"),
+                                                 ("sweep", "matrix-completion-rmse-vs-epsilon", "grid")])
+def test_a_sweep_or_grid_scenario_under_another_command_is_refused_naming_its_own(tmp_path, capsys, given, name,
+                                                                                  command):
     out = tmp_path / "out"
-    assert main(["run", name, "--out", str(out), "--quiet"]) == 2
+    assert main([given, name, "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"'recaudit {command} {name}'" in err[0], err
     assert not out.exists()  # refused before any work
