@@ -16,6 +16,7 @@ from .subspace_alignment import SubspaceAlignmentAttack, UnpublishedDirectionAtt
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "AttackError", "BoostedAttack", "CovarianceProjectionAttack", "DifferencingAttack",
+__all__ = ["ATTACKS", "OUTPUT_ATTACKS", "Attack", "AttackError", "BoostedAttack", "CovarianceProjectionAttack",
+           "DifferencingAttack",
            "NoiseAwareDifferencingAttack", "HistogramAttack", "LikelihoodRatioAttack", "LogisticAttack",
            "OutputAttack", "SubspaceAlignmentAttack", "UnpublishedDirectionAttack"]

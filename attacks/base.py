@@ -43,7 +43,8 @@ class Attack(ABC):
     requires_fit: bool = False
     #: whether the attack scores a trained model (a trainer's one release, ``recaudit.mechanisms.trainer``)
     reads_model: ClassVar[bool] = False
-    #: the conformance suite (``recaudit.attacks.checks``, ``recaudit.audits.checks``): the parameters it builds the attack with,
+    #: the conformance suite (``recaudit.attacks.checks``, ``recaudit.audits.checks``): the parameters it builds the
+    #: attack with,
     #: and the registered mechanism whose test scenario it attacks (None: no registered mechanism fits it)
     test_params: ClassVar[dict] = {}
     test_mechanism: ClassVar[str | dict | None] = "maxsense"  # a kind, or a mechanism block (kind and parameters)

@@ -82,7 +82,8 @@ def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]
         parts = [_component(a[f], n, what, f"{name}.{f}") for f in a.dtype.names]
         return np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     if a.ndim == 0 or a.shape[0] != n or a.dtype.kind not in "biuf":
-        raise AttackError(f"{what}: {name} is {describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)}; "
+        described = describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)
+        raise AttackError(f"{what}: {name} is {described}; "
                          f"need one output per run on axis 0: an array of shape ({n},) (scalars) or ({n}, d) "
                          f"(vectors, indices), numeric or boolean, or a tuple/dict of such arrays (mixed outputs)")
     table = a.reshape(n, -1).astype(float, copy=False)
@@ -92,7 +93,8 @@ def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
-    """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear :class:`AttackError` (a ``ValueError``) otherwise.
+    """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear :class:`AttackError` (a ``ValueError``)
+    otherwise.
 
     ``what`` names the source in errors (e.g. ``"world 0: sample(0, n, rng)"``).
     """

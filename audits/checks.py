@@ -194,7 +194,8 @@ MECHANISM_CHECKS: tuple[Check, ...] = (check_scenario_validates, check_bad_param
 
 
 def mechanism_checks(cls: type[Mechanism], slow: bool = False) -> Iterator[Check]:
-    """Every check of a mechanism class: ``recaudit.mechanisms.checks``' then those in its world (``slow``: its audit)."""
+    """Every check of a mechanism class: ``recaudit.mechanisms.checks``' then those in its world (``slow``: its
+    audit)."""
     if getattr(cls, "trains", False):  # a trainer: no rounds, a typed-in claim, one training run
         yield from () if slow else trainer_checks(cls)
         return

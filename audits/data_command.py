@@ -22,8 +22,9 @@ def add_parser(sub) -> None:
     fetch.add_argument("--dir", type=Path, metavar="D", help=f"write it to D instead of the cache "
                                                              f"({datasets.cache_dir()})")
     fetch.add_argument("--timeout", type=float, default=10.0, help="seconds per network attempt (default 10)")
-    fetch.add_argument("--mirror", metavar="URL", help="a mirror of the publisher's archives (https://, http:// or "
-                                                       f"file://), instead of the publisher (or ${datasets.MIRROR_ENV})")
+    fetch.add_argument("--mirror", metavar="URL",
+                       help="a mirror of the publisher's archives (https://, http:// or "
+                            f"file://), instead of the publisher (or ${datasets.MIRROR_ENV})")
     info = what.add_parser("info", help="format, size and rating levels of a ratings file")
     info.add_argument("file", type=Path)
     info.add_argument("--format", default="auto", help="the file's format (default: detected)")

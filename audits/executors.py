@@ -46,7 +46,8 @@ class SerialExecutor(Executor):
 
 @contextlib.contextmanager
 def open_executor(executor_type: str = "serial", workers: int = 2, address: str | None = None) -> Iterator[Executor]:
-    """An executor of ``executor_type`` (serial, processes, dask); for Dask, a client on ``address`` or on a new local cluster.
+    """An executor of ``executor_type`` (serial, processes, dask); for Dask, a client on ``address`` or on a new local
+    cluster.
 
     Raises :class:`ExecutorUnavailable` at once (a Dask address within
     ``DASK_CONNECT_TIMEOUT`` seconds) when it cannot be had. Each executor's
@@ -128,7 +129,8 @@ def _answers(address: str) -> bool:
     return True
 
 
-def as_finished(executor: Executor, tasks: Iterable[tuple[Hashable, Callable, tuple]]) -> Iterator[tuple[Hashable, Any]]:
+def as_finished(executor: Executor,
+                tasks: Iterable[tuple[Hashable, Callable, tuple]]) -> Iterator[tuple[Hashable, Any]]:
     """Run ``(key, fn, args)`` tasks, yielding ``(key, fn(*args))`` as each finishes.
 
     At most the executor's ``window`` tasks are in flight, so results can be

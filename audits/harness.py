@@ -49,7 +49,8 @@ from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
                        _learned_scores, _probe, _split_sizes)
 
-__all__ = ["SampledMechanism", "METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch", "PATTERNS",
+__all__ = ["SampledMechanism", "METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch",
+           "PATTERNS",
            "as_seed_sequence", "candidate_pairs", "run_audit", "search_neighbours", "assert_dp",
            "assert_not_dp", "format_bound"]
 
@@ -137,7 +138,8 @@ def _resolve_neighbours(mechanism, neighbours) -> tuple:
     if isinstance(neighbours, NeighbourCandidates):
         return neighbours
     if neighbours is None or len(neighbours) != 2:
-        raise ParameterError("neighbours", "need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
+        raise ParameterError("neighbours",
+                             "need a neighbouring pair: pass neighbours=(d0, d1) or give the mechanism .neighbours "
                          "(or a NeighbourCandidates family, see candidate_pairs)")
     return neighbours if hasattr(neighbours, "relation") else tuple(neighbours)
 
@@ -153,7 +155,8 @@ def _check_attack(attack, score) -> None:
     if isinstance(attack, OutputAttack):
         return
     if attack not in ATTACK_CHOICES:
-        raise ParameterError("attack", f"attack must be one of {ATTACK_CHOICES} or a recaudit.attacks.learned.OutputAttack, "
+        raise ParameterError("attack",
+                             f"attack must be one of {ATTACK_CHOICES} or a recaudit.attacks.learned.OutputAttack, "
                          f"got {attack!r}")
     if score is not None and attack != "auto":
         raise ParameterError("score", f"pass either score= (a hand-written attack) or attack={attack!r}, not both")
@@ -205,15 +208,18 @@ def run_audit(
         GaussianDP().require(claimed)
     pair = _resolve_neighbours(mechanism, neighbours)
     if isinstance(pair, NeighbourCandidates):
-        raise ParameterError("neighbours", "run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
+        raise ParameterError("neighbours",
+                             "run_audit takes one neighbouring pair; audit a NeighbourCandidates family with "
                          "search_neighbours (or assert_dp / assert_not_dp)")
     trials = int(trials)
     root = as_seed_sequence(seed)
     world_seeds = root.spawn(4)
     not_reproducible = _probe(mechanism, pair[0], trials, root.spawn(1)[0])
     if sequential:
-        bound, name = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, score, attack, method, batch)
-        return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, bound.p_value, not_reproducible,
+        bound, name = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, score, attack, method,
+                                       batch)
+        return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, bound.p_value,
+                        not_reproducible,
                         getattr(pair, "relation", "as given"), claimed.conversion, None, called_one_world(bound))
     outputs = _encode_categories([mechanism.sample(value, trials, np.random.default_rng(ss))
                                   for value, ss in zip(pair, world_seeds[:2])])
@@ -278,7 +284,8 @@ class NeighbourSearch:
         return min(self.runs, key=lambda r: (self.adjusted_p[self.runs.index(r)], -r.bound.epsilon_lb))
 
 
-def search_neighbours(mechanism: SampledMechanism, candidates=None, claim=None, trials: int = 100_000, alpha: float = 1e-3,
+def search_neighbours(mechanism: SampledMechanism, candidates=None, claim=None, trials: int = 100_000,
+                      alpha: float = 1e-3,
                       seed=0, **kwargs) -> NeighbourSearch:
     """Audit every pair of ``candidates`` (default: the mechanism's ``.neighbours``) as one family.
 

@@ -92,7 +92,8 @@ def _markdown(report: dict) -> str:
               f"(ceiling {report['ceiling']:.4g}) |",
               f"| counts | FP {c['false_pos']}/{c['n_neg']}, FN {c['false_neg']}/{c['n_pos']} |",
               f"| power | optimal ε_LB {_optimal_text(report)} |",
-              f"| reproducible | {'yes' if report['reproducible'] else 'NOT REPRODUCIBLE: ' + md(report['not_reproducible_because'])} |",
+              "| reproducible | " + ("yes" if report["reproducible"]
+                                     else "NOT REPRODUCIBLE: " + md(report["not_reproducible_because"])) + " |",
               f"| packages | {md(', '.join(f'{k} {v}' for k, v in report['packages'].items()))} |", ""]
     return "\n".join(lines)
 

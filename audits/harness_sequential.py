@@ -39,10 +39,12 @@ def sequential_bound(mechanism, claimed: PrivacyClaim, pair, budget: int, alpha:
         raise ParameterError("method", f"sequential audits use an e-process; method={method!r} is for the fixed design")
     scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
     if batch < 1 or budget < 2 * batch:
-        raise ParameterError("batch", f"a sequential audit needs batch >= 1 and trials >= 2 batches (trials = {budget}, "
+        raise ParameterError("batch",
+                             f"a sequential audit needs batch >= 1 and trials >= 2 batches (trials = {budget}, "
                          f"batch = {batch})")
     if scorer is None and attack not in ("auto", "identity"):
-        raise ParameterError("score", "sequential audits score each batch as it comes: pass score= (or give the mechanism "
+        raise ParameterError("score",
+                             "sequential audits score each batch as it comes: pass score= (or give the mechanism "
                          ".score), or audit scalar outputs; learned attacks need the fixed design")
     gens = [np.random.default_rng(s) for s in world_seeds[:2]]
     permute = np.random.default_rng(world_seeds[2])

@@ -56,7 +56,8 @@ def versus_prior(attack: str, target: str, attack_accuracy: np.ndarray, prior_ac
     """Sign test over users of per-user accuracies (pooled accuracies weighted by ``weights``, e.g. items)."""
     a, p = np.asarray(attack_accuracy, float), np.asarray(prior_accuracy, float)
     if a.shape != p.shape or a.size == 0:
-        raise ParameterError("prior", "versus_prior: needs one attack and one prior accuracy per user (at least one user)")
+        raise ParameterError("prior",
+                             "versus_prior: needs one attack and one prior accuracy per user (at least one user)")
     w = np.ones_like(a) if weights is None else np.asarray(weights, float)
     wins, losses = int(np.sum(a > p + 1e-12)), int(np.sum(a < p - 1e-12))
     p_value = stats.binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue if wins + losses else 1.0

@@ -61,7 +61,8 @@ class TestOutcome:
     attack: str
     pair: TargetPair
     estimate: Estimate
-    scores: "np.ndarray | CodedScores"  # (2, trials) for distinguishing (coded when few-valued); (canaries,) for one-run
+    #: (2, trials) for distinguishing (coded when few-valued); (canaries,) for one-run
+    scores: "np.ndarray | CodedScores"
     worlds: np.ndarray | None = None  # one-run: each canary's world
     adjusted_p_value: float = float("nan")
     verdict: str = ""

@@ -24,7 +24,7 @@ from filelock import FileLock, Timeout
 
 from recaudit.core.errors import BadInput
 
-from .store_codes import CodedScores, decoded as _decoded, encoded as _encoded
+from .store_codes import CodedScores, decoded as _decoded, encoded as _encoded  # noqa: F401  (re-exported)
 
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".recaudit.lock"  # held with filelock (an OS lock: released when the process ends, even by kill -9)

@@ -94,7 +94,8 @@ def _adaptive(scenario: Scenario) -> float:
     return theory.adaptive_min_users(scenario.population.n_items)
 
 
-#: lower bounds a sweep can draw (docs/families/local-clustering.md, "Lower bounds"): name -> (label, users at a scenario).
+#: lower bounds a sweep can draw (docs/families/local-clustering.md, "Lower bounds"): name -> (label, users at a
+#: scenario).
 #: All are stated up to constants the paper does not give (C = 1 here); Fano's is exact for two item clusters.
 LOWER_BOUNDS: dict[str, tuple[str, Callable[[Scenario], float]]] = {
     "fano": ("Fano: (N/2 - 1) / (eps log2 e)", _fano),

@@ -62,7 +62,8 @@ _BASELINES: dict = {}
 
 def baseline_predictions(train: sparse.csr_array, rows: np.ndarray, items: np.ndarray) -> dict[str, np.ndarray]:
     """Predictions at ``(rows, items)`` of the non-private references fitted on ``train``: the global mean, the
-    bias model and ALS (rank ``ALS_RANK``, up to ``ALS_MAX_RATINGS`` training ratings); remembered for the last training table, so the points of a grid
+    bias model and ALS (rank ``ALS_RANK``, up to ``ALS_MAX_RATINGS`` training ratings); remembered for the last
+    training table, so the points of a grid
     over one data set fit them once."""
     key = (train.shape, train.nnz, hash(train.indptr.tobytes()), hash(train.indices.tobytes()),
            hash(train.data.tobytes()))
@@ -114,7 +115,8 @@ COVARIANCE_METRIC = "relative Frobenius error of the released covariance"
 
 
 def covariance_error(transcript: Transcript) -> dict:
-    """‖R_t − S_t‖_F / ‖S_t‖_F of every release ``R_t`` of a covariance server (``recaudit.mechanisms.continual_covariance``).
+    """‖R_t − S_t‖_F / ‖S_t‖_F of every release ``R_t`` of a covariance server
+    (``recaudit.mechanisms.continual_covariance``).
 
     ``S_t`` is the exact ``AᵀA`` of the messages (clipped rows) answered by the
     release's time: the transcript must keep every message and answer time.

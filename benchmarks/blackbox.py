@@ -47,7 +47,7 @@ def _timed(mech, **kwargs):
 
 
 def scalar_part(trials: int) -> None:
-    print(f"| mechanism | attack | seconds | time / exact | ε_LB (ceiling) | ε_LB / exact |")
+    print("| mechanism | attack | seconds | time / exact | ε_LB (ceiling) | ε_LB / exact |")
     print("|---|---|---|---|---|---|")
     cases = [("Laplace ε=1", LaplaceCount(1.0), "clopper-pearson", ("logistic", "boosted")),
              ("Gaussian ε=1 (GDP)", GaussianCount.from_epsilon(1.0), "gdp", ("logistic", "boosted")),
@@ -63,7 +63,7 @@ def scalar_part(trials: int) -> None:
 
 
 def vector_part(trials: int) -> None:
-    print(f"\n| vector mechanism (claimed ε) | twin | attack (auto) | seconds | ε_LB (ceiling) |")
+    print("\n| vector mechanism (claimed ε) | twin | attack (auto) | seconds | ε_LB (ceiling) |")
     print("|---|---|---|---|---|")
     for name, eps, method in (("vector_laplace", 1.0, "clopper-pearson"), ("gaussian_histogram", 2.0, "gdp"),
                               ("report_noisy_max_index", 0.5, "clopper-pearson"),

@@ -12,7 +12,8 @@ subprocess so its peak memory (max RSS) is its own:
 
 ``--rmse`` adds (``--rmse-only`` runs only) the utility study: held-out RMSE of non-private FW,
 private FW, private PGD and McSherry–Mironov (per-rating ε; ε/ξ per rating, per user by group
-privacy; and calibrated to (ε, δ) per user from its per-user sensitivities) for ε in ``--epsilons`` at δ = 1e-6 over ``--repeats`` seeds, and with
+privacy; and calibrated to (ε, δ) per user from its per-user sensitivities) for ε in ``--epsilons`` at δ = 1e-6 over
+``--repeats`` seeds, and with
 ``--movielens-users N`` on a generated MovieLens-format file; writes rmse.md, rmse.json, rmse.png
 and rows.jsonl (rows as they finish) to ``--out``. Prints markdown tables. ``--row-bounds L…``
 runs only the row-bound study: non-private FW with rows clipped to each L (the bias of the
@@ -394,7 +395,8 @@ def rmse_outputs(args) -> None:
                                                  f"ratings each, 5 % held out), one seed")
     (out / "rmse.json").write_text(json.dumps(result, indent=1))
     (out / "rmse.md").write_text(text)
-    (out / "rmse.png").write_bytes(plots.rmse_figure(rows, f"synthetic rank-one, {args.rmse_users:,} users x {args.items} items, "
+    (out / "rmse.png").write_bytes(plots.rmse_figure(
+        rows, f"synthetic rank-one, {args.rmse_users:,} users x {args.items} items, "
                                                           f"{args.repeats} seed(s)"))
     print(text)
 

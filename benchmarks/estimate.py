@@ -8,7 +8,8 @@ peak memory (the largest resident set, interpreter included), with their ratios.
 each measurement in a JSON file and reuses it, so the estimate can be re-tabled without re-running
 (``--table``: table the file, run nothing); ``--cpu S`` skips a scenario needing over S CPU seconds
 (default 600). Scenarios run quickest estimate first. ``--fit`` then prices the time estimate's kinds of work
-(``recaudit.audits.language.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of estimated /
+(``recaudit.audits.language.limits.SECONDS_PER``) from the measured rows: a linear programme, the smallest sum of
+estimated /
 measured with every estimate at least ``--margin`` (default 1.25) times its measurement.
 """
 from __future__ import annotations
@@ -194,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     paths = args.scenarios or ([] if args.extremes else sorted((ROOT / "scenarios").glob("*.yaml")))
     paths += write_extremes(args.extremes) if args.extremes else []
     measured = json.loads(args.measured.read_text()) if args.measured and args.measured.exists() else {}
-    print("| scenario | command | estimated CPU s | measured CPU s | est / meas | estimated MB | peak MB | est / meas |")
+    print("| scenario | command | estimated CPU s | measured CPU s | est / meas | estimated MB | peak MB "
+          "| est / meas |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     rows = []  # (path, measured CPU s, whether its estimate is a worst case) of the runs that finished
     for (command, seconds, memory), path in sorted(zip(map(estimate, paths), paths),

@@ -92,7 +92,8 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=162_541)
     parser.add_argument("--items", type=int, default=59_047)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--file", type=Path, help="use (or create and keep) this ratings.csv instead of a temporary one")
+    parser.add_argument("--file", type=Path,
+                        help="use (or create and keep) this ratings.csv instead of a temporary one")
     parser.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -68,7 +68,8 @@ class Mechanism(ABC):
     reads_likes: ClassVar[bool] = True
     #: a negative control (a broken twin): its claim is knowingly false, so its audit must say "violated"
     negative_control: ClassVar[bool] = False
-    #: a small scenario for the conformance suite (``recaudit.mechanisms.checks``, ``recaudit.audits.checks``): the world, the
+    #: a small scenario for the conformance suite (``recaudit.mechanisms.checks``, ``recaudit.audits.checks``): the
+    #: world, the
     #: schedule, the attack and the audit; ``mechanism`` holds the test parameters (the kind is added)
     test_scenario: ClassVar[dict[str, Any]] = {
         "population": {"kind": "sbm", "n_items": 20, "ratings_per_user": 5, "user_cluster_weights": [0.5, 0.5],
@@ -95,7 +96,8 @@ class Mechanism(ABC):
 
     @abstractmethod
     def privacy_event(self, answers: int = 1):
-        """The published privacy events of one user answering ``answers`` queries (``recaudit.mechanisms.accounting``)."""
+        """The published privacy events of one user answering ``answers`` queries
+        (``recaudit.mechanisms.accounting``)."""
 
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         """The promise for a user answering ``answers`` queries, computed by the accountant."""

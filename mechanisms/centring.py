@@ -45,7 +45,8 @@ def message(ratings: sparse.csr_array, phase: int, scale: tuple[float, float], b
     lo, hi = scale
     counts = np.diff(ratings.indptr)
     w = np.repeat(weights(counts, bound), counts)
-    values = np.ones(ratings.nnz) if phase == COUNTS else (np.clip(ratings.data, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+    values = (np.ones(ratings.nnz) if phase == COUNTS
+              else (np.clip(ratings.data, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2))
     return sparse.csr_array((w * values, ratings.indices, ratings.indptr), shape=ratings.shape)
 
 

@@ -56,7 +56,8 @@ def kmeans_1d(values: np.ndarray, k: int) -> np.ndarray:
     return labels
 
 
-def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, restarts: int = 10, iterations: int = 100) -> np.ndarray:
+def kmeans(points: np.ndarray, k: int, rng: np.random.Generator, restarts: int = 10,
+           iterations: int = 100) -> np.ndarray:
     """Lloyd's k-means with k-means++ seeding and restarts; returns labels."""
     points = np.asarray(points, dtype=float)
     if points.ndim == 1:

@@ -163,7 +163,8 @@ class ContinualCovariance(Mechanism):
         values = [v for v, _, _ in state.released]
         n = state.n_items * (state.n_items + 1) // 2
         return {"noisy": np.array(values).reshape(len(values), n),
-                "first": np.array([f for _, f, _ in state.released]), "last": np.array([l for _, _, l in state.released])}
+                "first": np.array([f for _, f, _ in state.released]),
+                "last": np.array([l for _, _, l in state.released])}
 
     def statistic_noise(self) -> dict[str, tuple[str, float]]:
         return {"noisy": ("gaussian", self.sigma)}

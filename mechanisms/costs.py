@@ -1,4 +1,5 @@
-"""What a mechanism's own work costs, stated from its parameters for the cost estimate (``recaudit.audits.language.limits``)."""
+"""What a mechanism's own work costs, stated from its parameters for the cost estimate
+(``recaudit.audits.language.limits``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ CALL_OPERATIONS = 3e3
 
 @dataclass(frozen=True)
 class RoundCost:
-    """A mechanism's own work in one round, beyond the engine's (the cost estimate, ``recaudit.audits.language.limits``, adds it).
+    """A mechanism's own work in one round, beyond the engine's (the cost estimate,
+    ``recaudit.audits.language.limits``, adds it).
 
     ``operations``: arithmetic per round (products, eigen-solves, noise draws), ``once``: before the first
     (e.g. fitting a public panel); ``held_user_operations``: per round and per user the server has heard from

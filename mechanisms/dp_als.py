@@ -36,10 +36,10 @@ import numpy as np
 from annotated_types import Ge, Gt, Lt
 from scipy import sparse
 
-from .accounting import Composition, GaussianRelease, gaussian_sigma_for
+from .accounting import Composition, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .matrix_completion import LowRankRows, per_entry
+from .matrix_completion import LowRankRows
 from .sparse_rows import csr
 
 

@@ -1,4 +1,5 @@
-"""Private Frank–Wolfe matrix completion with joint DP (Jain, Thakkar, Thakurta 2018; seed 004, docs/families/matrix-completion.md).
+"""Private Frank–Wolfe matrix completion with joint DP (Jain, Thakkar, Thakurta 2018; seed 004,
+docs/families/matrix-completion.md).
 
 Each round ``t = 1..T`` every user ``i`` sends ``A_i = P_Ω(Y_i − Y*_i)``
 (a sparse row); the server sums ``W = Σ A_iᵀA_i``, adds symmetric Gaussian
@@ -184,7 +185,8 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
                 "norm": np.square(np.sum(a * np.asarray(statistics["basis"]), axis=-1))}
 
     def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """``n_runs`` runs on the panel ``rows`` at once (``recaudit.mechanisms.frank_wolfe_runs``): their statistics."""
+        """``n_runs`` runs on the panel ``rows`` at once (``recaudit.mechanisms.frank_wolfe_runs``): their
+        statistics."""
         return runs.panel_runs(self, rows, n_runs, rng)
 
     def publish(self, state: FrankWolfeState) -> dict[str, np.ndarray]:

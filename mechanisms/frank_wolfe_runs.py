@@ -1,4 +1,5 @@
-"""Private Frank–Wolfe over many runs at once: numpy over a runs axis, on a small panel (docs/families/matrix-completion.md).
+"""Private Frank–Wolfe over many runs at once: numpy over a runs axis, on a small panel
+(docs/families/matrix-completion.md).
 
 The engine runs one protocol run at a time; a white-box audit needs 10⁵–10⁶ runs of a small world. Here
 arrays carry the runs on axis 0 and the panel's users on axis 1 (rows dense: a small world), and one

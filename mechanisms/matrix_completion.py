@@ -1,4 +1,5 @@
-"""Pieces the matrix-completion protocols share (docs/families/matrix-completion.md): low-rank rows, projections, noisy eigenvectors.
+"""Pieces the matrix-completion protocols share (docs/families/matrix-completion.md): low-rank rows, projections, noisy
+eigenvectors.
 
 Users' rows are sparse (``UserBatch.ratings``: the observed entries Ω); a
 user's completed row is kept as coefficients over a shared basis of item
@@ -333,7 +334,8 @@ class GramCompletion(Mechanism):
                          state_bytes=8.0 * n * n * (4 + self.rounds / 2),
                          user_bytes=8.0 * (2 * self.rounds + 3), run_bytes=run_bytes)
 
-    # ------------------------------------------------------------ centring (recaudit.mechanisms.centring), then the protocol
+    # ------------------------------------------------------------ centring (recaudit.mechanisms.centring), then the
+    # protocol
 
     def public_panel(self) -> int:
         return self.public_users

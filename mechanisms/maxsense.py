@@ -90,7 +90,8 @@ def column_counts(mask: np.ndarray) -> np.ndarray:
 
 
 def centred_scores(scores: np.ndarray, exposures: np.ndarray, bits: float, released: int, score: str) -> np.ndarray:
-    """``scores`` as they are (``raw``), or minus ``exposures`` times the mean of the ``released`` bits (``centred``)."""
+    """``scores`` as they are (``raw``), or minus ``exposures`` times the mean of the ``released`` bits
+    (``centred``)."""
     if score == "raw" or released == 0:
         return scores.copy()
     return scores - exposures * (bits / released)

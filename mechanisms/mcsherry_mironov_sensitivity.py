@@ -48,7 +48,7 @@ def user_sensitivities(min_rating: float, max_rating: float, clamp: float, max_r
             "Cov": (2 * xi * b * b, 2 * root * b * b), "Wgt": (2.0 * xi, 2 * root)}
 
 
-def user_level_rating_epsilon(mech: "McSherryMironov", max_ratings: int) -> float:
+def user_level_rating_epsilon(mech: "McSherryMironov", max_ratings: int) -> float:  # noqa: F821 (no import cycle)
     """The per-rating ε that makes ``mech``'s noise (ε, δ)-DP per *user* (≤ ξ ratings, replace one row).
 
     Measurement ``k`` with per-rating sensitivity ``Δ_k`` and share ``s_k`` has

@@ -151,7 +151,8 @@ class PoissonSampled:
             pass
         elif isinstance(inner, LaplaceRelease):
             if inner.count != 1:
-                raise ParameterError("event", "PoissonSampled(LaplaceRelease) needs count=1 inside (several Laplace releases "
+                raise ParameterError("event",
+                                     "PoissonSampled(LaplaceRelease) needs count=1 inside (several Laplace releases "
                                  "on one subsample are not a Laplace mechanism); put count on PoissonSampled "
                                  "for independent subsamples")
         else:

@@ -1,4 +1,5 @@
-"""Private projected gradient descent for matrix completion (the baseline of Jain et al. 2018; docs/families/matrix-completion.md).
+"""Private projected gradient descent for matrix completion (the baseline of Jain et al. 2018;
+docs/families/matrix-completion.md).
 
 The same global/local split as private Frank–Wolfe (``GramCompletion``):
 each round users send ``A_i = P_Ω(Y_i − Y*_i)``, the server publishes the
@@ -81,7 +82,8 @@ class PrivateProjectedGradient(GramCompletion, kind="private_projected_gradient"
         return {"gram": upper_outer(runs.residuals(self, rows, np.asarray(statistics["basis"])))}
 
     def panel_runs(self, rows: UserBatch, n_runs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """``n_runs`` runs on the panel ``rows`` at once (``recaudit.mechanisms.projected_gradient_runs``): their statistics."""
+        """``n_runs`` runs on the panel ``rows`` at once (``recaudit.mechanisms.projected_gradient_runs``): their
+        statistics."""
         return runs.panel_runs(self, rows, n_runs, rng)
 
     def init_carried(self, n_users: int) -> np.ndarray:

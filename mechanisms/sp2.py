@@ -349,7 +349,8 @@ class SP2(Mechanism, kind="sp2"):
         per_rating = (110.0 + 8.0 * self.factors) * (2 if self.method == "joint" else 1)
         kmeans = 5e6 + 30.0 * world.n_items * self.clusters * self.factors if self.method == "clustering" else 0.0
         calls = (15 * self.epochs + 10 * self.fine_tune_epochs * world.ratings_per_user) * CALL_OPERATIONS
-        return RoundCost(operations=kmeans + calls, held_user_operations=self.epochs * world.ratings_per_user * per_rating,
+        return RoundCost(operations=kmeans + calls,
+                         held_user_operations=self.epochs * world.ratings_per_user * per_rating,
                          user_operations=self.fine_tune_epochs * world.ratings_per_user * per_rating)
 
     def init_state(self, world: WorldInfo) -> SP2State:

@@ -35,9 +35,11 @@ class UserBatch:
 
     def __post_init__(self) -> None:
         if self.likes is not None and self.ratings.shape != self.likes.shape:
-            raise ParameterError("ratings", f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
+            raise ParameterError("ratings",
+                                 f"ratings {self.ratings.shape} and likes {self.likes.shape} differ in shape")
         if self.private is not None and self.private.shape != self.ratings.shape:
-            raise ParameterError("ratings", f"ratings {self.ratings.shape} and private {self.private.shape} differ in shape")
+            raise ParameterError("ratings",
+                                 f"ratings {self.ratings.shape} and private {self.private.shape} differ in shape")
 
     @classmethod
     def from_masks(cls, rated: np.ndarray, liked: np.ndarray, values: np.ndarray | None = None) -> "UserBatch":

@@ -302,6 +302,7 @@ def spread_ticks(n_users: int, churn, answers: int) -> np.ndarray:
     """Arrival ticks spreading ``n_users`` inserted users evenly over the run, leaving room for their answers."""
     last = int(math.floor(churn.horizon / churn.query_interval + 1e-9)) - answers + 1
     if last < 1:
-        raise ParameterError("churn.horizon", f"the horizon ({churn.horizon:g}) holds fewer query rounds than the {answers} answers "
+        raise ParameterError("churn.horizon",
+                             f"the horizon ({churn.horizon:g}) holds fewer query rounds than the {answers} answers "
                          f"an inserted user must give")
     return 1 + (np.arange(n_users) * last) // max(n_users, 1)

@@ -149,7 +149,8 @@ class SBMPopulation(_BlockModel, kind="sbm"):
     def b(self) -> np.ndarray:
         return np.asarray(self.like_probability, dtype=float)
 
-    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+    def sample_users(self, n_users: int, catalogue: Catalogue,
+                     rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         """Clusters and private rows of ``n_users`` fresh users (vectorised)."""
         clusters, rated_idx, item_clusters = self._draw(n_users, catalogue, rng)
         likes = rng.random(rated_idx.shape) < self.b[clusters[:, None], item_clusters]
@@ -214,7 +215,8 @@ class StarSBMPopulation(_BlockModel, kind="sbm_stars"):
         """P(like) per block: the mass of the star levels >= ``like_threshold``."""
         return self.stars[:, :, self.like_threshold - 1:].sum(axis=2)
 
-    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+    def sample_users(self, n_users: int, catalogue: Catalogue,
+                     rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         clusters, rated_idx, item_clusters = self._draw(n_users, catalogue, rng)
         cdf = np.cumsum(self.stars, axis=2)
         u = rng.random(rated_idx.shape)
@@ -274,7 +276,8 @@ class RankOnePopulation(Population, kind="rank_one"):
         indptr = np.arange(0, n_users * w + 1, w, dtype=index)
         return u, csr(values, items, indptr, (n_users, self.n_items))
 
-    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+    def sample_users(self, n_users: int, catalogue: Catalogue,
+                     rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         u, table = self.draw(n_users, catalogue, rng)
         users = np.repeat(np.arange(n_users), np.diff(table.indptr))
         batch = UserBatch.from_coo(users, table.indices, table.data, table.data >= self.like_threshold, table.shape)

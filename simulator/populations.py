@@ -1,6 +1,7 @@
 """The populations read from a ratings file, fixed panels
 (every user of a matrix, for iterative protocols) and selective privacy (each user keeps a share of its
-ratings on the device, SP2). Each has ``catalogue(rng)`` and ``sample_users(n, catalogue, rng)``. Importing this module fills
+ratings on the device, SP2). Each has ``catalogue(rng)`` and ``sample_users(n, catalogue, rng)``. Importing this module
+fills
 ``POPULATIONS`` (every kind, ``recaudit.simulator.population``).
 """
 from __future__ import annotations
@@ -86,7 +87,8 @@ class RatingsFilePopulation(Population, kind="ratings_file"):
     ratings are capped at ``max_ratings_per_user`` (both drawn from ``split_seed``).
     Users are drawn from the training table without replacement (a run asking for more
     users than the file holds is refused); ``bootstrap: true`` resamples them with
-    replacement instead. A rating is a like when it is ``>= like_threshold``. The true item clusters are unknown: reports measure agreement
+    replacement instead. A rating is a like when it is ``>= like_threshold``. The true item clusters are unknown:
+    reports measure agreement
     with a non-private clustering of the same file instead (``recaudit.audits.utility``).
     ``held_out``: ratings of each sampled user withheld from its row (all but one at
     most) and kept in ``UserBatch.held_out`` to score predictions.
@@ -152,7 +154,8 @@ class RatingsFilePopulation(Population, kind="ratings_file"):
         run._draws = None if self.bootstrap else _Draws(self._users()[1])
         return run
 
-    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+    def sample_users(self, n_users: int, catalogue: Catalogue,
+                     rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         users, active, _ = self._users()
         pick = active[rng.integers(active.size, size=n_users)] if self.bootstrap else \
             _without_replacement(active, n_users, rng, self._draws)
@@ -188,7 +191,8 @@ class MatrixPopulation:
         per_user = np.diff(self.rows.ratings.indptr)
         return Catalogue(self.rows.n_items, 1, None, max(1, int(per_user.max(initial=1))))
 
-    def sample_users(self, n_users: int, catalogue: Catalogue, rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
+    def sample_users(self, n_users: int, catalogue: Catalogue,
+                     rng: np.random.Generator) -> tuple[np.ndarray, UserBatch]:
         source = self.draw_sources(n_users, rng)
         return source, self.rows.take(source)
 

@@ -126,7 +126,8 @@ def _layout(path: Path, fmt: str) -> _Layout:
     except UnicodeDecodeError:
         raise RatingsFileError(path, "not UTF-8 text", 1) from None
     if fmt == "auto":
-        fmt = ("netflix" if NETFLIX_HEADER.match(text) else "ratings_dat" if "::" in text else "inter" if _TYPED.match(text) else "udata" if "\t" in text
+        fmt = ("netflix" if NETFLIX_HEADER.match(text) else "ratings_dat" if "::" in text
+               else "inter" if _TYPED.match(text) else "udata" if "\t" in text
                else _csv_kind(path, text))
     if fmt == "netflix":  # read by netflix_format.read_netflix
         return _Layout(fmt, ",", False, ("user", "item", "rating"), "user", "item", "rating")
@@ -308,7 +309,8 @@ def _first_problem(chunk, layout: _Layout) -> tuple[int, str | None, str] | None
             if layout.int_ids:
                 digits = text.str.strip().str.lstrip("+-").str.len()
                 bad = bad | ~text.str.match(_INTEGER).to_numpy() | (digits > 18).to_numpy()
-            describe = (lambda v, n=name: f"{n}: empty" if v == "" else f"{n}: {v!r} is not a 64-bit integer")
+            def describe(v, n=name):
+                return f"{n}: empty" if v == "" else f"{n}: {v!r} is not a 64-bit integer"
         else:
             number = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
             bad = ~np.isfinite(number)

@@ -307,7 +307,8 @@ def watched_messages(transcript: Transcript, users: np.ndarray, answers: int) ->
         pos = {int(u): i for i, u in enumerate(w.user[rows])}
         missing = [int(u) for u in users if int(u) not in pos]
         if missing:
-            raise ParameterError("churn.horizon", f"{len(missing)} watched user(s) did not give answer {a + 1} of {answers} "
+            raise ParameterError("churn.horizon",
+                                 f"{len(missing)} watched user(s) did not give answer {a + 1} of {answers} "
                              f"(e.g. user {missing[0]}): the horizon is too short for them")
         pick = rows[[pos[int(u)] for u in users]]
         parts.append(w.messages[pick])

@@ -116,7 +116,9 @@ def study(counts=COUNTS, epsilon: float = 2.0, trials: int = 2000, alpha: float 
     background = population.matrix.rows.ratings
     exact = McSherryMironov(epsilon=1e12, min_rating=-1.0, max_rating=1.0)  # noise-free item means
     mavg = exact.release(background, np.random.default_rng(0)).MAvg
-    entropy = lambda *parts: int.from_bytes(child_seed(root, *parts).generate_state(4).tobytes(), "little")
+    def entropy(*parts):
+        return int.from_bytes(child_seed(root, *parts).generate_state(4).tobytes(), "little")
+
     job = AuditJob(mech, population, catalogue, Panel(world.users, 1), (CovarianceProjectionAttack(),),
                    mech.claim, "releases", 1, entropy("audit"), entropy("world"))
     estimator = ESTIMATORS["split"]()
@@ -155,7 +157,8 @@ def markdown(rows: list[dict], epsilon: float, world: StudyWorld, alpha: float) 
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['ratings']} | {r['epsilon_lb']:.3f} | {r['ceiling']:.3f} | {r['per_rating_epsilon']:.3g} "
-                     f"| {r['group_bound']:.3g} | {r['accountant_user_epsilon']:.3g} | {r['pair_pure_epsilon']:.3g} | {r['pair_mu']:.3f} | "
+                     f"| {r['group_bound']:.3g} | {r['accountant_user_epsilon']:.3g} | {r['pair_pure_epsilon']:.3g} "
+                     f"| {r['pair_mu']:.3f} | "
                      f"{r['d_prime']:.3f} |")
     return "\n".join(lines) + "\n"
 

@@ -35,7 +35,8 @@ import numpy as np
 from scipy import sparse
 
 from recaudit.core.errors import ParameterError
-from recaudit.mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf, fit_joint_mf,
+from recaudit.mechanisms.sp2 import (DeviceModel, allocate_private, clustering_aux, fine_tune, fit_biased_mf,
+                                     fit_joint_mf,
                             joint_aux, naive_aux)
 from recaudit.simulator.metrics import ndcg_at_k, rmse
 from recaudit.simulator.population import StarSBMPopulation

@@ -324,7 +324,8 @@ def markdown(result: dict) -> str:
         for r in world["rows"]:
             curve = ", ".join(f"{k}: {v:.4f}" for k, v in r["rmse_curve"].items())
             claim = "none" if r["claim_epsilon"] is None else f"{r['claim_epsilon']:.3g}"
-            lines.append(f"| {r['mechanism']} | {claim} | {r['private_weight']:g} | {r['rmse']:.4f} | {r['ndcg10']:.4f} | {curve} | "
+            lines.append(f"| {r['mechanism']} | {claim} | {r['private_weight']:g} | {r['rmse']:.4f} | "
+                         f"{r['ndcg10']:.4f} | {curve} | "
                          f"{_eps(r['distinguishing'])} | {_rec(r['reconstruction'])} |")
         reps = world["replicates"]
         ridges = sorted({rep[0]["ridge"] for rep in reps})
@@ -433,7 +434,8 @@ class XinJaakkolaStudy(Study, kind="xin_jaakkola"):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recaudit.studies.xin_jaakkola", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m recaudit.studies.xin_jaakkola",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ratings", type=Path, default=None, help="a MovieLens-format file (u.data, ratings.csv)")
     parser.add_argument("--private", type=int, default=400)

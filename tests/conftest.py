@@ -30,7 +30,8 @@ def write_scenario(tmp_path):
 
 @pytest.fixture(autouse=True, scope="session")
 def blas_on_one_thread():
-    """Tests compute as a run does (``recaudit.audits.executors.one_blas_thread``), those calling mechanisms directly too."""
+    """Tests compute as a run does (``recaudit.audits.executors.one_blas_thread``), those calling mechanisms directly
+    too."""
     from recaudit.audits.executors import one_blas_thread
 
     with one_blas_thread():

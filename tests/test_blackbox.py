@@ -181,7 +181,8 @@ class _WithoutScore:
 SCALARS = [
     ("laplace", lambda: LaplaceCount(1.0), "clopper-pearson", ("logistic", "boosted")),
     ("gaussian", lambda: GaussianCount.from_epsilon(1.0), "gdp", ("logistic", "boosted")),
-    ("randomized_response", lambda: __import__("recaudit.mechanisms.reference").mechanisms.reference.RandomizedResponse(1.0),
+    ("randomized_response",
+     lambda: __import__("recaudit.mechanisms.reference").mechanisms.reference.RandomizedResponse(1.0),
      "clopper-pearson", ("histogram",)),
 ]
 

@@ -1,6 +1,6 @@
 """Small surprises of the command line (issue 34, item 7): an output folder nothing can be written in is never
-"another recaudit run", negative ids in a ratings file are refused in one line, and grid and sweep print their estimate before
-any work."""
+"another recaudit run", negative ids in a ratings file are refused in one line, and grid and sweep print their estimate
+before any work."""
 from __future__ import annotations
 
 from pathlib import Path

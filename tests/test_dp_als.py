@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
-from scipy import optimize, sparse, stats
+from scipy import sparse, stats
 
 from recaudit.attacks.known_noise import KnownNoiseAttack
 from recaudit.audits.designs.pairs import SingleItemAddRemove
 from recaudit.mechanisms import UserBatch
 from recaudit.mechanisms.base import WorldInfo
-from recaudit.mechanisms.dp_als import ALS, DPALS, DPALSNoClipping, outer_upper, subsample
+from recaudit.mechanisms.dp_als import ALS, DPALS, DPALSNoClipping, subsample
 from recaudit.simulator.engine import Inserted, run_protocol
 from recaudit.simulator.populations import RankOneMatrix
 from recaudit.simulator.schedules import Panel

@@ -218,7 +218,8 @@ def test_tallied_scores_choose_the_cut_sorting_chooses():
         s0, s1 = (rng.choice(values, rng.integers(1, 20_000), p=rng.dirichlet(np.ones(values.size)))
                   for _ in range(2))
         for kw in ({}, {"alpha": 0.05}, {"alpha": 1e-3, "candidates": "rare-event", "with_value": True}):
-            assert np.array(select_threshold(s0, s1, **kw)).tobytes() == np.array(_sorting_select(s0, s1, **kw)).tobytes()
+            assert np.array(select_threshold(s0, s1, **kw)).tobytes() == np.array(_sorting_select(s0, s1,
+                                                                                                  **kw)).tobytes()
 
 
 def test_tally_counts_every_score_or_declines():

@@ -8,7 +8,6 @@ import re
 import time
 
 import pytest
-import yaml
 
 from recaudit.audits import cli
 from recaudit.audits.cli import main

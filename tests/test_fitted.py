@@ -53,7 +53,10 @@ def test_the_world_keeps_the_files_activity_popularity_levels_and_structure(sour
     file_pop = np.bincount(table.indices, minlength=300)[top]
     assert np.corrcoef(world_pop, file_pop)[0, 1] > 0.9
     held = sparse.coo_array(world.test)
-    rmse = lambda model: float(np.sqrt(np.mean((model.predict(held.row, held.col) - held.data) ** 2)))
+
+    def rmse(model):
+        return float(np.sqrt(np.mean((model.predict(held.row, held.col) - held.data) ** 2)))
+
     bias, als = rmse(fit_bias_model(train)), rmse(fit_als(train, 3, np.random.default_rng(0)))
     assert als < bias - 0.02, (als, bias)  # the rank-3 structure carried into the world
 

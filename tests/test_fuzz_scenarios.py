@@ -27,7 +27,8 @@ SHIPPED = {path.name: path.read_text() for path in sorted(SCENARIOS.glob("*.yaml
 HOSTILE_SCALARS = [
     "2020-13-45", "2020-02-30T25:61:00", "!!timestamp 2020-13-45", "!!binary '@@@'", "!!int 0xZZ", "!!float abc",
     "!!python/object:os.system ls", "!!set {a, b}", "!!omap [a: 1]", "!!pairs [a: 1]", "*nowhere", "&a", "~", "[",
-    "{", "]", "'", '"', ".inf", "-.inf", ".nan", "1e400", "-1e400", "1e12", "1e-400", "0", "-1", "99999999999999999999999",
+    "{", "]", "'", '"', ".inf", "-.inf", ".nan", "1e400", "-1e400", "1e12", "1e-400", "0", "-1",
+    "99999999999999999999999",
     "100001", "1000000", '"\\x1b[31mred\\x1b[0m"', '"a\\nb"', '"\\0"', "'../../x'", "/etc/passwd", "x" * 300,
     "0x10", "0o17", "1_000", "+12", "yes", "no", "on", "null", "true", "[1, [2, [3]]]", "{a: {b: {c: 1}}}",
     "!!str", "!!null x", "!!bool maybe", "!<tag:yaml.org,2002:int> 3.5", "? [a]\n: b", "|-\n  two\n  lines",
@@ -60,7 +61,7 @@ def mutate(text: str, draw) -> str:
             lines[i] = line[: draw(st.integers(0, len(line)))]
         elif op == "anchor" and ":" in line:
             lines[i] = line.replace(":", ": &x", 1) if line.rstrip().endswith(":") else line + " # &x"
-            lines.append(f"extra: *x")
+            lines.append("extra: *x")
         elif op == "merge" and line.rstrip().endswith(":"):
             lines.insert(i + 1, line[: len(line) - len(line.lstrip())] + "  <<: {seed: 1}")
     return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n", "\n..."]))

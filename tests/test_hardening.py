@@ -63,7 +63,8 @@ def test_many_keys_without_aliases_are_not_called_aliases(tmp_path, capsys):
 
 
 def test_a_long_grid_without_aliases_names_the_grid(tmp_path, capsys):
-    text = "name: g\nseed: 1\ngrid:\n  compare: [[{a: 1}, 2]]\n  epsilons: [" + ", ".join(map(str, range(1, 100_001))) + "]\n"
+    epsilons = ", ".join(map(str, range(1, 100_001)))
+    text = "name: g\nseed: 1\ngrid:\n  compare: [[{a: 1}, 2]]\n  epsilons: [" + epsilons + "]\n"
     code, line = one_error(capsys, ["validate", str(write_text(tmp_path, text))])
     assert code == 2 and re.search(r":5: grid\.epsilons: holds 100,001 values", line) and "aliases expand" not in line
 
@@ -300,7 +301,8 @@ def test_an_unreadable_file_is_refused_in_one_line(tmp_path, capsys, monkeypatch
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("recaudit.simulator.rating_formats.open", denied, raising=False)  # root may read anything: pretend
+    monkeypatch.setattr("recaudit.simulator.rating_formats.open", denied,
+                        raising=False)  # root may read anything: pretend
     assert ratings_refused(capsys, tmp_path, "r.csv").endswith("r.csv: permission denied")
 
 

@@ -152,7 +152,8 @@ def test_seed_from_node_id_is_stable_and_distinct():
 
 def _plugin_args():
     """``-p recaudit.audits.pytest_plugin`` unless the installed entry point already loads it."""
-    installed = any(ep.value == "recaudit.audits.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+    installed = any(ep.value == "recaudit.audits.pytest_plugin"
+                    for ep in importlib.metadata.entry_points(group="pytest11"))
     return [] if installed else ["-p", "recaudit.audits.pytest_plugin"]
 
 

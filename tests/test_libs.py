@@ -18,7 +18,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from recaudit.audits import adapters, harness

@@ -24,7 +24,8 @@ from recaudit.mechanisms.accounting import GaussianRelease, epsilon_for
 from recaudit.mechanisms.frank_wolfe import (FrankWolfe, PrivateFrankWolfe, PrivateFrankWolfeLeakyOutputs,
                                     PrivateFrankWolfeNoNoise, PrivateFrankWolfeNoProjection)
 from recaudit.mechanisms import gram_sums
-from recaudit.mechanisms.matrix_completion import (LowRankRows, clip_rows, gram, observed, row_norms, symmetric_gaussian, upper,
+from recaudit.mechanisms.matrix_completion import (LowRankRows, clip_rows, gram, observed, row_norms,
+                                                   symmetric_gaussian, upper,
                                           upper_outer)
 from recaudit.mechanisms.projected_gradient import PrivateProjectedGradient
 from recaudit.simulator.engine import run_protocol

@@ -277,7 +277,8 @@ def test_a_100k_rating_file_loads_and_runs_in_little_memory(tmp_path):
 
     Peak resident memory (VmHWM) of a fresh process, measured after the imports, after loading
     and after a short MaxSense churn run on it (10,000 users, one release: its exact k-means over
-    10,000 items takes 4 s of CPU, and a second release would add time, not memory). Tolerances: the load may add at most 100 MB over
+    10,000 items takes 4 s of CPU, and a second release would add time, not memory). Tolerances: the load may add at
+    most 100 MB over
     the imports (the sparse table is ~2 MB), the whole process may peak at 500 MB (issue 11).
     """
     rng = np.random.default_rng(7)

@@ -328,7 +328,8 @@ def test_the_schema_file_ships_with_the_package():
 
     root = Path(__file__).resolve().parents[1]
     package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "reports/*.json" in package_data["recaudit.audits"] and "reports/templates/*.html" in package_data["recaudit.audits"]
+    shipped = package_data["recaudit.audits"]
+    assert "reports/*.json" in shipped and "reports/templates/*.html" in shipped
     assert (resources.files("recaudit.audits.reports") / "report.schema.json").is_file()
 
 
@@ -396,7 +397,8 @@ def test_trial_blocks_report_progress_one_by_one(write_scenario, quickstart_data
 def test_every_cli_argument_has_help():
     parser = _parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subparsers.choices) == {"run", "sweep", "grid", "report", "export", "compare", "validate", "list", "plan",
+    assert set(subparsers.choices) == {"run", "sweep", "grid", "report", "export", "compare", "validate", "list",
+                                       "plan",
                                        "data", "scenarios", "init", "schema", "estimate"}
     for name, sub in subparsers.choices.items():
         assert sub.description, name

@@ -127,8 +127,10 @@ def test_compare_runs_every_mechanism_on_the_same_worlds_and_draws_bounds(tmp_pa
     first = [p["u_star"] for p in b["points"] if p["mechanism"] == labels[0]]
     assert first == [p["u_star"] for p in a["points"]]
     # the bounds are the theory's, at each grid value (epsilon 2, w 3)
-    expected = {12: (theory.fano_min_users(12, 2.0), theory.scarce_min_users(12, 3, 2.0), theory.adaptive_min_users(12)),
-                24: (theory.fano_min_users(24, 2.0), theory.scarce_min_users(24, 3, 2.0), theory.adaptive_min_users(24))}
+    expected = {12: (theory.fano_min_users(12, 2.0), theory.scarce_min_users(12, 3, 2.0),
+                     theory.adaptive_min_users(12)),
+                24: (theory.fano_min_users(24, 2.0), theory.scarce_min_users(24, 3, 2.0),
+                     theory.adaptive_min_users(24))}
     for row in b["bounds"]:
         assert row["users"] == pytest.approx(expected[row["value"]][["fano", "scarce", "adaptive"].index(row["bound"])])
     assert len(b["medians"]) == 3 * 2

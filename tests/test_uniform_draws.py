@@ -20,4 +20,5 @@ def test_mask_and_stream_equal_numpy_float32_uniforms(p, shape):
 
 def test_other_generators_draw_numpys_way():
     numpy_rng, other = (np.random.Generator(np.random.MT19937(4)) for _ in range(2))
-    assert np.array_equal(float32_uniform_below(other, (10, 10), 0.3), numpy_rng.random((10, 10), dtype=np.float32) < 0.3)
+    assert np.array_equal(float32_uniform_below(other, (10, 10), 0.3), numpy_rng.random((10, 10),
+                                                                                        dtype=np.float32) < 0.3)

@@ -552,7 +552,8 @@ def test_flow_nesting_is_refused_at_its_limit_before_pyyaml_parses(tmp_path):
     path = write(tmp_path, text)  # 120 levels on line 4; the quoted brackets on line 2 nest nothing
     with pytest.raises(ScenarioError) as info:
         load_yaml(path)
-    assert info.value.messages == [f"{path}:4: YAML error: nested too deeply (more than {deepest} levels of [ ] or {{ }})"]
+    assert info.value.messages == [
+        f"{path}:4: YAML error: nested too deeply (more than {deepest} levels of [ ] or {{ }})"]
     unclosed = write(tmp_path, "a: 1\nx: " + "[" * 5000 + "1\n")
     started = time.process_time()
     with pytest.raises(ScenarioError, match="nested too deeply"):

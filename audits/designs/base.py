@@ -23,7 +23,8 @@ from recaudit.simulator.engine import Inserted
 from recaudit.simulator.targets import TargetPair
 from recaudit.audits.designs.pairs import NeighbourPolicy
 from recaudit.simulator.seeds import child_seed
-from recaudit.simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view, target_view,
+from recaudit.simulator.transcript import (MessagesView, Transcript, View, others_view, releases_view, statistics_view,
+                                           target_view,
                                   watched_messages)
 
 from ..executors import as_finished

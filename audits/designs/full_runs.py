@@ -16,7 +16,7 @@ import numpy as np
 
 from recaudit.simulator.engine import Inserted, run_protocol
 from recaudit.simulator.seeds import stream
-from recaudit.simulator.transcript import Recorder, View
+from recaudit.simulator.transcript import Recorder
 
 from .base import Design, DesignError, DesignOutput, attack_outputs, fit_attacks, stack_views, view_of
 from .sequential_blocks import run_blocks

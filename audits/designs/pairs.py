@@ -108,7 +108,8 @@ class LikesReplace(NeighbourPolicy):
     def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
         user, queries, read, state = self._draw_target(mechanism, population, catalogue, answers, rng)
         rated = _rated_for(read, user.rated[0], catalogue.ratings_per_user)[None, :]
-        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated.copy()), queries,
+        pair = TargetPair(UserBatch.from_masks(rated, np.zeros_like(rated)), UserBatch.from_masks(rated, rated.copy()),
+                          queries,
                           query_state=state)
         return self._checked(mechanism, pair, "user-level")
 
@@ -164,8 +165,8 @@ class RatingReplace(NeighbourPolicy):
         candidates = []
         for liked1 in (alone, read_rated | alone):
             liked0 = liked1 & ~alone
-            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]), UserBatch.from_masks(rated[None], liked1[None]), queries,
-                              query_state=state)
+            pair = TargetPair(UserBatch.from_masks(rated[None], liked0[None]),
+                              UserBatch.from_masks(rated[None], liked1[None]), queries, query_state=state)
             candidates.append((np.count_nonzero(sketches_under(mechanism, pair.rows0, queries)
                                                 != sketches_under(mechanism, pair.rows1, queries)), pair))
         return self._checked(mechanism, max(candidates, key=lambda c: c[0])[1], "rating-level")

@@ -175,7 +175,8 @@ def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers
                   base_dir=None) -> dict[str, float]:
     """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes.
 
-    ``executor_type`` and ``workers`` override the scenario's executor (the command line's ``--executor``, ``--workers``);
+    ``executor_type`` and ``workers`` override the scenario's executor (the command line's ``--executor``,
+    ``--workers``);
     ``base_dir``: where a relative ratings file path starts (default: the scenario's folder).
     """
     churn, audit = scenario.churn, scenario.audit
@@ -198,7 +199,8 @@ def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers
     if n_items is not None:
         cost["batch"] = float(batch_size) * n_items * 8
         own = mechanism.round_cost(world, cost["users"] if scenario.panel is not None else min(
-            churn.arrival_rate * churn.mean_lifetime, churn.arrival_rate * churn.query_interval * churn.queries_per_user))
+            churn.arrival_rate * churn.mean_lifetime,
+            churn.arrival_rate * churn.query_interval * churn.queries_per_user))
         cost["operations"], cost["once"] = own.operations, own.once
         cost["held_user_operations"], cost["user_operations"] = own.held_user_operations, own.user_operations
         cost["state"] = max(state_bytes(mechanism, world) or 0.0, own.state_bytes)
@@ -241,7 +243,8 @@ def sweep_cost(scenario, mechanism, full: bool = False, executor_type: str | Non
     world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
     state = state_bytes(mechanism, world) or 0.0
     per_process = state + 4096.0 * n_items * 8
-    memory = PROCESS_BYTES + curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process) if workers_ > 1
+    memory = PROCESS_BYTES + curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process)
+                                                                        if workers_ > 1
                                                         else 0.0)
     return {"curves": float(curves), "files": float(curves), "processes": workers_, "memory": memory,
             "seconds": SECONDS_PER["commands"] + curves * curve_seconds, "curve_seconds": curve_seconds,

@@ -221,7 +221,8 @@ AuditConfig = create_model(
         "are real users of the population (the typical case)"))),
     canary_ratings=(int, Field(2, ge=1, description="one_run of a trainer: ratings of each isolated canary "
                                                     "(each on an item of its own)")),
-    pair=(str | None, Field(None, description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
+    pair=(str | None, Field(None,
+                            description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
 )
 

@@ -118,7 +118,8 @@ def report_markdown(report: dict) -> str:
     runs = (f"{audit['trials_per_world']:,} trials per world" if audit["trials_per_world"]
             else f"{audit['canaries']:,} canaries in one run")
     if audit.get("runs_per_world_used") is not None:
-        runs = f"{audit['runs_per_world_used']:,} of a budget of {audit['trials_per_world']:,} runs per world (sequential)"
+        runs = (f"{audit['runs_per_world_used']:,} of a budget of {audit['trials_per_world']:,} runs per world "
+                "(sequential)")
     lines = [
         f"# Audit: {md(report['scenario']['name'])}",
         "",
@@ -180,7 +181,8 @@ def report_markdown(report: dict) -> str:
     w = report["world"]
     lines += [f"World: {md(population_text(report['scenario']['population']))}; {w['users_arrived']:,} users "
               f"arrived, {w['users_answered']:,} answered; {schedule_text(report)}; "
-              f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "") + ".",
+              f"{w['n_items']} items" + (f" in {w['n_item_clusters']} clusters" if w["n_item_clusters"] > 1 else "")
+              + ".",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
 

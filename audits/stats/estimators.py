@@ -389,7 +389,8 @@ def estimator_for(method: str, threshold_rule: str) -> type[Estimator]:
             return cls
     named = [cls for cls in ESTIMATORS.values() if cls.method == method]
     if named:
-        raise EstimatorError("threshold_rule", f"the {method} method chooses its threshold by {named[0].threshold_rule}")
+        raise EstimatorError("threshold_rule",
+                             f"the {method} method chooses its threshold by {named[0].threshold_rule}")
     raise EstimatorError("method", f"unknown method {method!r}; registered: {', '.join(methods())}")
 
 

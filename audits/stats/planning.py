@@ -140,7 +140,8 @@ def plan_trials(true_epsilon: float, claimed_epsilon: float, alpha: float = 1e-3
     while best(n)[0] < power:
         n *= 2
         if n > limit:
-            raise ParameterError("max_trials", f"more than {max_trials} trials per world would be needed for power {power}")
+            raise ParameterError("max_trials",
+                                 f"more than {max_trials} trials per world would be needed for power {power}")
     lo, hi = n // 2, n
     while hi - lo > max(1, hi // 50):
         mid = (lo + hi) // 2

@@ -109,7 +109,8 @@ def plan_guesses(m: int, claim, alpha: float, method: str = "one-run") -> tuple[
 
 @functools.lru_cache(maxsize=256)
 def programme_figure(m: int, claim, alpha: float, k: int) -> float | None:
-    """The f-DP programme's bound (:mod:`recaudit.audits.stats.one_run_lp`) at ``k`` guesses a side and the expected right
+    """The f-DP programme's bound (:mod:`recaudit.audits.stats.one_run_lp`) at ``k`` guesses a side and the expected
+    right
     guesses if the claim were tight: the ``optimal`` figure of ``fdp-one-run`` with ``analysis: programme``.
 
     ``k`` itself is planned on the recursion (:func:`plan_guesses`): the programme costs ~10³× more per

@@ -194,7 +194,8 @@ class SequentialTest:
         s0 = np.asarray(scores0, dtype=float).ravel()
         s1 = np.asarray(scores1, dtype=float).ravel()
         if s0.size != s1.size or s0.size == 0:
-            raise ParameterError("scores", f"a batch needs as many runs of each world, at least one (got {s0.size}, {s1.size})")
+            raise ParameterError("scores",
+                                 f"a batch needs as many runs of each world, at least one (got {s0.size}, {s1.size})")
         if np.isnan(s0).any() or np.isnan(s1).any():
             raise ParameterError("scores", "scores contain NaN")
         if rng is not None:

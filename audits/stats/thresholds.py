@@ -131,7 +131,8 @@ RARE_EVENT_MIDDLE = 64
 
 
 def rare_event_cuts(s0: np.ndarray, s1: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Indices into ``append(u, inf)`` of the rare-event candidate cuts (sorted ``s0``, ``s1``; ``u`` their unique union).
+    """Indices into ``append(u, inf)`` of the rare-event candidate cuts (sorted ``s0``, ``s1``; ``u`` their unique
+    union).
 
     DP-Sniper's idea (Bichsel et al., IEEE S&P 2021): the most telling test
     is often one whose error rate in one world is small, so cuts are placed
