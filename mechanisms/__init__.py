@@ -6,8 +6,8 @@ every module of this package is imported below, so nothing else needs a line.
 import importlib
 import pkgutil
 
-from .base import (MECHANISMS, BitRandomizer, GaussianNoise, LocalMechanism, Mechanism, ParameterError, PrivacyClaim,
-                   UserBatch, WorldInfo)
+from .base import (MECHANISMS, BitRandomizer, GaussianNoise, LaplaceNoise, LocalMechanism, Mechanism, ParameterError,
+                   PrivacyClaim, UserBatch, WorldInfo)
 from .continual_covariance import NaiveContinualCovariance, TreeContinualCovariance
 from .adaptive_maxsense import AdaptiveMaxSense, AdaptiveMaxSenseBroken
 from .maxsense import MaxSense, MaxSenseBroken
@@ -23,8 +23,8 @@ from .sp2 import SP2, SP2LeakyDownload
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["BitRandomizer", "GaussianNoise", "Mechanism", "LocalMechanism", "ParameterError", "PrivacyClaim",
-           "UserBatch", "WorldInfo", "MECHANISMS",
+__all__ = ["BitRandomizer", "GaussianNoise", "LaplaceNoise", "Mechanism", "LocalMechanism", "ParameterError",
+           "PrivacyClaim", "UserBatch", "WorldInfo", "MECHANISMS",
            "MaxSense", "MaxSenseBroken", "PairwisePreference", "PairwisePreferenceBroken", "MultiMaxSense",
            "MultiMaxSenseBroken", "AdaptiveMaxSense", "AdaptiveMaxSenseBroken", "PrivateFrankWolfe", "FrankWolfe",
            "PrivateFrankWolfeNoNoise", "PrivateFrankWolfeNoProjection", "PrivateFrankWolfeLeakyOutputs",

@@ -10,7 +10,8 @@ import numpy as np
 from annotated_types import Ge
 
 from . import bit_release
-from .accounting import GaussianRelease, RandomizedResponseRelease, account
+from .accounting import (GaussianRelease, LaplaceRelease, RandomizedResponseRelease, account,
+                         gaussian_sigma_for)
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
 from .costs import RoundCost
 from recaudit.core.errors import ParameterError  # noqa: F401 (re-exported)
@@ -218,6 +219,11 @@ class GaussianNoise:
     sensitivity: float
     spent_sigma: float | None = None
 
+    @classmethod
+    def calibrated(cls, epsilon: float, delta: float, sensitivity: float, count: int = 1) -> "GaussianNoise":
+        """The smallest σ whose ``count`` releases are (ε, δ)-DP together (the accountant's PLD)."""
+        return cls(gaussian_sigma_for(epsilon, delta, sensitivity, count), sensitivity)
+
     @property
     def spent(self) -> float:
         """The scale the coins really use."""
@@ -229,6 +235,53 @@ class GaussianNoise:
     def event(self, count: int = 1):
         """The accountant's view: ``count`` releases at the published scale."""
         return GaussianRelease(self.sigma, sensitivity=self.sensitivity, count=count)
+
+    def statement(self) -> tuple[str, float]:
+        """The white-box noise statement (``Mechanism.statistic_noise``'s entries): ``("gaussian", σ)``."""
+        return "gaussian", self.sigma
+
+
+@dataclass(frozen=True)
+class LaplaceNoise:
+    """Central Laplace noise as a component, beside :class:`GaussianNoise` with the same contract.
+
+    ``scale`` is the published ``b`` the claim is computed from, ``sensitivity`` the L1 sensitivity of the
+    noised quantity to one unit: one release is ``(sensitivity / b)``-DP. A broken twin changes only
+    ``spent_scale``.
+    """
+
+    scale: float
+    sensitivity: float
+    spent_scale: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("scale", "sensitivity"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ParameterError(name, f"{name} must be a finite number > 0, got {value!r}")
+
+    @classmethod
+    def calibrated(cls, epsilon: float, sensitivity: float, count: int = 1) -> "LaplaceNoise":
+        """``b = count · sensitivity / ε``: ``count`` releases are ε-DP together (pure, basic composition)."""
+        if not (np.isfinite(epsilon) and epsilon > 0):
+            raise ParameterError("epsilon", f"epsilon must be a finite number > 0, got {epsilon!r}")
+        return cls(count * sensitivity / epsilon, sensitivity)
+
+    @property
+    def spent(self) -> float:
+        """The scale the coins really use."""
+        return self.scale if self.spent_scale is None else self.spent_scale
+
+    def __call__(self, shape, rng: np.random.Generator) -> np.ndarray:
+        return rng.laplace(0.0, self.spent, shape)
+
+    def event(self, count: int = 1):
+        """The accountant's view: ``count`` releases at the published scale."""
+        return LaplaceRelease(self.scale, sensitivity=self.sensitivity, count=count)
+
+    def statement(self) -> tuple[str, float]:
+        """The white-box noise statement (``Mechanism.statistic_noise``'s entries): ``("laplace", b)``."""
+        return "laplace", self.scale
 
 
 class LocalMechanism(Mechanism):

@@ -16,7 +16,7 @@ import math
 from typing import Callable, Iterator
 
 from .accounting import account
-from .base import MECHANISMS, BitRandomizer, GaussianNoise, Mechanism
+from .base import MECHANISMS, BitRandomizer, GaussianNoise, LaplaceNoise, Mechanism
 from .claims import PrivacyClaim
 
 
@@ -80,6 +80,8 @@ def check_spends_what_it_publishes(cls: type[Mechanism]) -> None:
                                                        f"spends {part.spent_epsilon}"
         if isinstance(part, GaussianNoise):
             assert part.spent == part.sigma, f"{cls.kind} publishes σ = {part.sigma}, draws σ = {part.spent}"
+        if isinstance(part, LaplaceNoise):
+            assert part.spent == part.scale, f"{cls.kind} publishes b = {part.scale}, draws b = {part.spent}"
 
 
 def check_claim_is_finite(cls: type[Mechanism]) -> None:
