@@ -59,6 +59,23 @@ def test_a_trainer_ignoring_its_data_is_consistent():
     assert result.verdict == "consistent"
 
 
+def test_written_reports_hold_the_trainer_section_and_match_the_schema(tmp_path):
+    import json
+
+    import jsonschema
+
+    from recaudit.audits.reports.report import schema
+    from recaudit.audits.runner import result_from_run_dir
+
+    audit_trainer(als.fit, small({"epsilon": 1.0}, canaries=100), out_dir=tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    jsonschema.Draft202012Validator(schema()).validate(report)
+    assert report["trainer"]["canaries"]["m"] == 100 and "fold_in" in report["trainer"]["attacks"]
+    assert "## Trainer audit" in (tmp_path / "report.md").read_text()
+    assert "<h2>Trainer audit</h2>" in (tmp_path / "report.html").read_text()
+    assert result_from_run_dir(tmp_path).trainer == report["trainer"]  # `recaudit report` keeps it
+
+
 def test_without_a_claim_the_bound_is_a_measurement():
     result = audit_trainer(als.fit, small(None, canaries=200))
     assert result.verdict == "no_claim" and result.strongest.estimate.epsilon_lb > 0
