@@ -236,13 +236,17 @@ def _run_trainer(scenario: Scenario, mechanism, out_dir: Path | None, report: Ca
                    view, 1, entropy, entropy, 1, tuple(getattr(c, "view", None) or view for c in attack_configs))
     fit_name = getattr(mechanism, "fit_name", mechanism.kind)
     report(f"design one_run: {cfg.trials} {cfg.canary} canaries in one training run of {fit_name}")
-    run = train_once(job, trainer_users(scenario, population), cfg.trials, cfg.canary, cfg.canary_ratings, report)
+    run = train_once(job, trainer_users(scenario, population), cfg.trials, cfg.canary, cfg.canary_ratings, report,
+                     cfg.reference_runs)
+    labels = [attack_label(c) for c in attack_configs]
+    if run.calibrated is not None:  # each attack's calibrated scores are one more test
+        run.scores, labels = np.concatenate([run.scores, run.calibrated]), labels + [f"{a} (calibrated)"
+                                                                                     for a in labels]
     progress = Progress(out_dir / "progress" if out_dir else None, {"fingerprint": scenario.fingerprint()}, False,
                         warn=report)
     worlds = run.canaries.worlds
     progress.save_arrays(CANARIES, TargetScores(run.scores, worlds).to_arrays())
     pair = run.canaries.pair()
-    labels = [attack_label(c) for c in attack_configs]
     estimator = build_estimator(cfg)
     tests = judge([ScoredTest(pair, run.scores[a], worlds, labels[a]) for a in range(len(labels))], estimator,
                   claim, cfg.alpha)

@@ -76,6 +76,19 @@ def test_written_reports_hold_the_trainer_section_and_match_the_schema(tmp_path)
     assert result_from_run_dir(tmp_path).trainer == report["trainer"]  # `recaudit report` keeps it
 
 
+def test_reference_runs_calibrate_every_attack_as_one_more_test():
+    data = small({"epsilon": 1.0}, canaries=200, canary="resampled")
+    data["audit"]["reference_runs"] = 2
+    result = audit_trainer(als.fit, data)
+    assert [t.attack for t in result.tests] == ["fold_in", "fold_in (calibrated)"]
+    assert set(result.trainer["attacks"]) == {"fold_in", "fold_in (calibrated)"}
+    assert result.trainer["reference_seconds"] > 0
+    # a trainer ignoring its data, calibrated too: consistent (falsely violated with probability ≤ α = 1e-3)
+    data = small({"epsilon": 0.5}, canaries=300, alpha=1e-3, options={"factors": 8})
+    data["audit"]["reference_runs"] = 2
+    assert audit_trainer(als.fit_ignoring_data, data).verdict == "consistent"
+
+
 def test_without_a_claim_the_bound_is_a_measurement():
     result = audit_trainer(als.fit, small(None, canaries=200))
     assert result.verdict == "no_claim" and result.strongest.estimate.epsilon_lb > 0

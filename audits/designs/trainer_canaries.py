@@ -46,6 +46,8 @@ class Canaries:
     population_users: int  # rows of the population (resampled canaries are among them)
     reserved_items: int  # items only isolated canaries rate (0 for resampled)
     held_out: sparse.csr_array | None = None  # held-out ratings of the training matrix's rows (same order)
+    #: the training matrix without any canary (every one out): what reference runs train on
+    without: sparse.csr_matrix | None = None
 
     @property
     def members(self) -> int:
@@ -87,6 +89,7 @@ def draw_canaries(ratings: sparse.csr_array, held_out: sparse.csr_array | None, 
         rows = sparse.csr_array((values, columns, indptr), shape=shape)
         background = sparse.csr_array((ratings.data, ratings.indices, ratings.indptr), shape=(n_users, shape[1]))
         stacked = sparse.vstack([background, rows[worlds == 1]], format="csr")
+        without = background
         held = None if held_out is None else sparse.vstack(
             [sparse.csr_array((held_out.data, held_out.indices, held_out.indptr), shape=(n_users, shape[1])),
              sparse.csr_array((worlds.sum(), shape[1]))], format="csr")
@@ -98,6 +101,9 @@ def draw_canaries(ratings: sparse.csr_array, held_out: sparse.csr_array | None, 
         keep = np.ones(n_users, bool)
         keep[chosen[worlds == 0]] = False
         rows, stacked, reserved = ratings[chosen], ratings[keep], 0
+        nobody = keep.copy()
+        nobody[chosen] = False
+        without = ratings[nobody]
         held = None if held_out is None else held_out[keep]
     else:
         raise DesignError(f"no canary kind {kind!r}; known: {', '.join(CANARY_KINDS)}")
@@ -105,7 +111,7 @@ def draw_canaries(ratings: sparse.csr_array, held_out: sparse.csr_array | None, 
     training = sparse.csr_matrix(stacked[order])
     training.sort_indices()
     return Canaries(training, sparse.csr_array(rows), worlds, kind, n_users, reserved,
-                    None if held is None else sparse.csr_array(held[order]))
+                    None if held is None else sparse.csr_array(held[order]), sparse.csr_matrix(without))
 
 
 @dataclass
@@ -119,11 +125,35 @@ class TrainerRun:
     build_seconds: float
     attack_seconds: float
     check_seconds: float
+    #: the scores minus each canary's mean score under the reference runs (None: no reference run)
+    calibrated: np.ndarray | None = None
+    reference_seconds: float = 0.0
+
+
+def _scored(job, model, users: int, pair: TargetPair, m: int) -> np.ndarray:
+    """Every attack's score of every canary on ``model`` (one release): (attacks, canaries)."""
+    view = ReleasesView(releases=((Release(0.0, users, model),),), rounds=((),), audited=np.arange(m))
+    try:
+        scores = np.stack([np.asarray(a.scores(job.mechanism, pair, view), dtype=float) for a in job.attacks])
+    except BadInput:
+        raise
+    except ValueError as exc:
+        raise DesignError(f"an attack cannot score the trained model: {exc}") from None
+    if scores.shape != (len(job.attacks), m) or not np.all(np.isfinite(scores)):
+        raise DesignError("an attack gave non-finite scores for the trained model (its fold-in or recommendations "
+                          "broke)")
+    return scores
 
 
 def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
-               report: Callable[[str], None] = lambda _: None) -> TrainerRun:
-    """Build the population's matrix and the canaries, check the trainer's seed use, train once, score."""
+               report: Callable[[str], None] = lambda _: None, references: int = 0) -> TrainerRun:
+    """Build the population's matrix and the canaries, check the trainer's seed use, train once, score.
+
+    ``references`` > 0: that many more training runs without any canary (each its own seed) score every
+    canary as a non-member; the calibrated scores are each canary's score minus its mean reference score
+    (offline LiRA with a fixed variance, Carlini et al. 2022: a canary hard to fit whoever trains is no longer
+    taken for a non-member).
+    """
     mechanism = job.mechanism
     root = job.root()
     begun = time.perf_counter()
@@ -141,20 +171,17 @@ def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
     started = time.perf_counter()
     model = mechanism.train(canaries.training, stream(root, "trainer", "fit"))
     trained = time.perf_counter()
-    view = ReleasesView(releases=((Release(0.0, canaries.training.shape[0], model),),), rounds=((),),
-                        audited=np.arange(m))
     pair = canaries.pair()
-    try:
-        scores = np.stack([np.asarray(a.scores(mechanism, pair, view), dtype=float) for a in job.attacks])
-    except BadInput:
-        raise
-    except ValueError as exc:
-        raise DesignError(f"an attack cannot score the trained model: {exc}") from None
-    if scores.shape != (len(job.attacks), m) or not np.all(np.isfinite(scores)):
-        raise DesignError("an attack gave non-finite scores for the trained model (its fold-in or recommendations "
-                          "broke)")
-    return TrainerRun(canaries, model, scores, trained - started, built - begun, time.perf_counter() - trained,
-                      check_seconds)
+    scores = _scored(job, model, canaries.training.shape[0], pair, m)
+    scored = time.perf_counter()
+    calibrated = None
+    if references:
+        report(f"{references} reference training run(s) without the canaries, to calibrate their scores")
+        out = [_scored(job, mechanism.train(canaries.without, stream(root, "trainer", "reference", k)),
+                       canaries.without.shape[0], pair, m) for k in range(references)]
+        calibrated = scores - np.mean(out, axis=0)
+    return TrainerRun(canaries, model, scores, trained - started, built - begun, scored - trained, check_seconds,
+                      calibrated, time.perf_counter() - scored)
 
 
 
@@ -212,6 +239,7 @@ def trainer_summary(run: TrainerRun, labels: list[str], claim, alpha: float, tes
         "seed_check_seconds": round(run.check_seconds, 4),
         "data_seconds": round(run.build_seconds, 4),
         "attack_seconds": round(run.attack_seconds, 4),
+        "reference_seconds": round(run.reference_seconds, 4),
         "audit_seconds": round(audit_seconds, 4),
         "overhead": round(audit_seconds / train, 3) if train > 0 else None,
     }

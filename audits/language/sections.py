@@ -221,6 +221,9 @@ AuditConfig = create_model(
         "are real users of the population (the typical case)"))),
     canary_ratings=(int, Field(2, ge=1, description="one_run of a trainer: ratings of each isolated canary "
                                                     "(each on an item of its own)")),
+    reference_runs=(int, Field(0, ge=0, le=64, description=(
+        "one_run of a trainer: more training runs without any canary, to calibrate each canary's scores (offline "
+        "LiRA: minus its mean reference score; each attack's calibrated scores are one more test)"))),
     pair=(str | None, Field(None,
                             description="the neighbouring pair's policy (recaudit.audits.designs.pairs.PAIR_POLICIES, "
                                               "e.g. single_item); default: the mechanism's, else the claim's")),
