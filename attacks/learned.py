@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -70,17 +71,43 @@ def describe_outputs(outputs) -> str:
     if isinstance(outputs, dict):
         return "a dict {" + ", ".join(f"{k!r}: {describe_outputs(v)}" for k, v in outputs.items()) + "}"
     if isinstance(outputs, (tuple, list)):
-        if outputs and all(np.ndim(x) == 0 for x in outputs):
+        kinds = sorted({type(x).__name__ for x in outputs})
+        if outputs and all(isinstance(x, numbers.Number) for x in outputs):
             return f"a {type(outputs).__name__} of {len(outputs)} numbers"
+        if len(outputs) > 4 or outputs and all(np.ndim(x) == 0 for x in outputs):  # many parts: say what they are
+            return f"a {type(outputs).__name__} of {len(outputs)} {_kinds(kinds)}"
         return f"a {type(outputs).__name__} of " + ", ".join(describe_outputs(x) for x in outputs)
     return f"a {type(outputs).__name__}"
 
 
-def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]:
-    a = np.asarray(x)
+def _kinds(names: list[str]) -> str:
+    """``objects of type dict`` (the first three type names, and how many more)."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return "objects of type " + ", ".join(names[:3]) + more
+
+
+def _object_numbers(a: np.ndarray, what: str, name: str) -> np.ndarray:
+    """An object array whose every element is a real number, as floats; anything else is refused."""
+    kinds = set(map(type, a.ravel().tolist()))
+    odd = sorted(k.__name__ for k in kinds if not issubclass(k, numbers.Real))
+    if odd:
+        raise AttackError(f"{what}: {name} is an object array of shape {a.shape} holding {_kinds(odd)}; need numbers "
+                         "(an object array is read only when every element is a number; labels: an array of "
+                         "strings)")
+    return a.astype(float)
+
+
+def _component(x, n: int, what: str, name: str, max_ndim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(x) if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)) else _as_array(x)
     if a.dtype.names:  # a structured array: one component per field
-        parts = [_component(a[f], n, what, f"{name}.{f}") for f in a.dtype.names]
+        parts = [_component(a[f], n, what, f"{name}.{f}", max_ndim) for f in a.dtype.names]
         return np.hstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    if max_ndim is not None and a.ndim > max_ndim and a.shape[:1] == (n,):
+        raise AttackError(f"{what}: {name} is an array of shape {a.shape}; need one output per run on axis 0 "
+                         f"as ({n},) (scalars) or ({n}, d) (vectors, indices): flatten each output "
+                         f"(outputs.reshape({n}, -1)) or return a tuple/dict of such arrays")
+    if a.dtype.kind == "O" and a.ndim and a.shape[0] == n:
+        a = _object_numbers(a, what, name)
     if a.ndim == 0 or a.shape[0] != n or a.dtype.kind not in "biuf":
         described = describe_outputs(a) if isinstance(x, np.ndarray) else describe_outputs(x)
         raise AttackError(f"{what}: {name} is {described}; "
@@ -92,11 +119,23 @@ def _component(x, n: int, what: str, name: str) -> tuple[np.ndarray, np.ndarray]
     return table, np.full(table.shape[1], a.dtype.kind in "biu")
 
 
-def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
+def _as_array(x) -> np.ndarray:
+    """A list's elements as one array (numbers: numeric; anything else: an object array, checked as such)."""
+    try:
+        a = np.asarray(x)
+    except ValueError:  # ragged
+        a = np.empty(len(x), dtype=object)
+        a[:] = list(x)
+    return a
+
+
+def output_table(outputs, n: int, what: str = "outputs", max_ndim: int | None = None) -> OutputTable:
     """Normalise ``n`` runs' outputs into an :class:`OutputTable`; a clear :class:`AttackError` (a ``ValueError``)
     otherwise.
 
-    ``what`` names the source in errors (e.g. ``"world 0: sample(0, n, rng)"``).
+    ``what`` names the source in errors (e.g. ``"world 0: sample(0, n, rng)"``). ``max_ndim`` (the harness:
+    2) refuses arrays of more axes instead of flattening each run's output. An object array is read only when
+    every element is a number.
     """
     if isinstance(outputs, dict):
         items = list(outputs.items())
@@ -108,7 +147,7 @@ def output_table(outputs, n: int, what: str = "outputs") -> OutputTable:
     if not items:
         raise AttackError(f"{what}: got an empty {type(outputs).__name__}; need one output per run")
     try:
-        parts = [_component(x, n, what, name) for name, x in items]
+        parts = [_component(x, n, what, name, max_ndim) for name, x in items]
     except ValueError as e:
         if len(items) == 1 and not isinstance(outputs, np.ndarray):
             raise AttackError(f"{what}: returned {describe_outputs(outputs)}; need one output per run on axis 0: "

@@ -132,8 +132,11 @@ class LibraryMechanism:
 
 
 def _stack(draws: list):
-    """Draws as one array: numbers → float (or int) array, vectors → (n, d), anything else → object array."""
+    """Draws as one array: numbers → float (or int) array, vectors → (n, d), strings → an array of strings
+    (labels), anything else → object array."""
     first = draws[0] if draws else 0.0
+    if isinstance(first, (str, bytes)) and all(isinstance(d, type(first)) for d in draws):
+        return np.array(draws)
     if isinstance(first, (str, bytes)) or not np.ndim(first) and not isinstance(first, (int, float, np.number)):
         out = np.empty(len(draws), dtype=object)
         out[:] = draws

@@ -71,9 +71,13 @@ def _probe(mechanism, value, trials: int, seed: np.random.SeedSequence) -> str |
 
 
 def _encode_categories(outputs: list) -> list:
-    """Outputs that are labels (strings, objects) as integer codes, the same code for a label in both worlds."""
+    """Outputs that are labels (arrays of strings) as integer codes, the same code for a label in both worlds.
+
+    Object arrays are not labels: their text (``str`` of an object holds its address) would tell the worlds
+    apart by where Python put them. They are read as numbers, or refused (``output_table``).
+    """
     arrays = [np.asarray(out) if not isinstance(out, (dict, tuple, list)) else None for out in outputs]
-    if any(a is None or a.dtype.kind not in "OUS" for a in arrays):
+    if any(a is None or a.dtype.kind not in "US" for a in arrays):
         return outputs
     labels = np.concatenate([a.reshape(len(a), -1) for a in arrays]).astype(str)
     _, codes = np.unique(labels, return_inverse=True)

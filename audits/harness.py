@@ -29,12 +29,14 @@ a fixed seed reproduces the audit exactly.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from recaudit.core.errors import ParameterError
+from recaudit.core.errors import ParameterError, RecauditError
 from recaudit.attacks.learned import OutputAttack, output_table
 from recaudit.mechanisms import PrivacyClaim
 
@@ -72,6 +74,11 @@ METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
 #: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
 ATTACK_CHOICES = ("auto", "identity", *LEARNED)
+
+
+class NotReproducibleWarning(UserWarning, RecauditError):
+    """The seed does not reproduce the audit (the probe's two draws with one seed differed, or the mechanism
+    says so): its figures cannot be re-run exactly."""
 
 
 @dataclass(frozen=True)
@@ -125,12 +132,17 @@ def _resolve_claim(mechanism, claim) -> PrivacyClaim:
     if claim is None:
         raise ParameterError("claim", "no claim: pass claim=... or give the mechanism a .claim")
     if isinstance(claim, PrivacyClaim):
-        return claim
-    if isinstance(claim, (tuple, list)):
+        resolved = claim
+    elif isinstance(claim, (tuple, list)):
         epsilon, delta = (float(x) for x in claim)
-        return PrivacyClaim(epsilon=epsilon, delta=delta, model="central")
-    return PrivacyClaim(epsilon=float(claim.epsilon), delta=float(getattr(claim, "delta", 0.0)), model="central",
-                        gaussian_mu=getattr(claim, "gaussian_mu", None))
+        resolved = PrivacyClaim(epsilon=epsilon, delta=delta, model="central")
+    else:
+        resolved = PrivacyClaim(epsilon=float(claim.epsilon), delta=float(getattr(claim, "delta", 0.0)),
+                                model="central", gaussian_mu=getattr(claim, "gaussian_mu", None))
+    if not math.isfinite(resolved.epsilon):  # (a negative or NaN ε: PrivacyClaim refuses it)
+        raise ParameterError("claim", f"claim: ε = {resolved.epsilon} promises nothing an audit can test (no ε_LB exceeds it); "
+                         "claim a finite ε >= 0")
+    return resolved
 
 
 def _resolve_neighbours(mechanism, neighbours) -> tuple:
@@ -215,6 +227,9 @@ def run_audit(
     root = as_seed_sequence(seed)
     world_seeds = root.spawn(4)
     not_reproducible = _probe(mechanism, pair[0], trials, root.spawn(1)[0])
+    if not_reproducible:  # shown on every audit (pytest lists it on passing tests too), not only in failures
+        warnings.warn(NotReproducibleWarning(f"{type(mechanism).__name__}: NOT REPRODUCIBLE: {not_reproducible}"),
+                      stacklevel=3)
     if sequential:
         bound, name = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, score, attack, method,
                                        batch)
@@ -231,7 +246,8 @@ def run_audit(
         k = _split_sizes(trials, selection_fraction)
         sel, evaluation, name = [s[:k] for s in scores], [s[k:] for s in scores], "score"
     else:
-        tables = [output_table(out, trials, f"world {w}: mechanism.sample({value!r}, {trials}, rng)").take(order)
+        tables = [output_table(out, trials, f"world {w}: mechanism.sample({_short(value, 60)}, {trials}, rng)",
+                               max_ndim=2).take(order)
                   for w, (out, value, order) in enumerate(zip(outputs, pair, orders))]
         if attack == "identity" or (attack == "auto" and tables[0].is_scalar and not tables[0].discrete.all()):
             if not tables[0].is_scalar:
