@@ -101,12 +101,14 @@ def load_scenario(scenario: str | Path | dict | Scenario) -> Scenario | StudySce
 
 def run(scenario: str | Path | dict | Scenario, out: str | Path | None = None, *, csv: bool = False,
         resume: bool = False, executor: str | None = None, workers: int | None = None,
-        quiet: bool = True) -> Report:
+        quiet: bool = True, progress: bool | None = None) -> Report:
     """Run one audit scenario (a file path, a shipped name, a dict or a ``ra.Scenario``) and return its report.
 
     With ``out`` the report files are written there as ``recaudit run --out`` writes them (``csv``: also
     ``trials.csv``; ``resume``: reuse the folder's finished blocks); without it nothing is written.
-    ``quiet=False`` logs progress. A sweep, a grid or a study is refused naming its command.
+    ``quiet=False`` logs what happens; ``progress`` logs the estimate first and a progress line at most every
+    30 s (done / total, rate, time left; a stderr handler is added when logging is not set up), by default
+    (None) when the run is estimated over 30 s. A sweep, a grid or a study is refused naming its command.
 
     >>> import recaudit as ra
     >>> data = ra.load_scenario("quickstart").model_dump(mode="json")
@@ -129,6 +131,19 @@ def run(scenario: str | Path | dict | Scenario, out: str | Path | None = None, *
                                     "runs one audit")
     folder = None if out is None else Path(out)
     report = (lambda message: None) if quiet else logging.getLogger("recaudit").info
+    if progress is not False:
+        from recaudit.mechanisms import MECHANISMS
+
+        from .language.limits import estimate_cost
+        from .language.scenario import build
+        from .progress_log import PROGRESS_EVERY, ProgressLog, duration, visible
+
+        seconds = estimate_cost(loaded, build(loaded.mechanism, MECHANISMS))["seconds"]
+        if progress or seconds > PROGRESS_EVERY:
+            visible()
+            logging.getLogger("recaudit").info("%s: estimated %s on 2 cores; progress every %.0f s", name,
+                                               duration(seconds), PROGRESS_EVERY)
+            report = ProgressLog(emit=logging.getLogger("recaudit").info, messages=report)
     result = run_scenario(loaded, folder, resume=resume, executor_type=executor, workers=workers, report=report)
     data = report_dict(result) if folder is None else write_reports(result, folder, csv=csv)
     return Report(data, folder)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from typing import Callable
 
 import numpy as np
 
-from recaudit.core.errors import ParameterError
+from recaudit.core.errors import ParameterError, RecauditError
 from recaudit.attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
 from recaudit.attacks.sparse import SparseBoostedAttack
 
+from .progress_log import PROGRESS_EVERY, duration, visible
 from .stats.thresholds import select_threshold
 
 #: the learned attacks ``attack=`` may name
@@ -49,25 +51,50 @@ def _same_outputs(a, b) -> bool:
     return a.shape == b.shape and bool(np.all((a == b) | ((a != a) & (b != b))))  # NaN equals NaN here
 
 
-def _probe(mechanism, value, trials: int, seed: np.random.SeedSequence) -> str | None:
-    """Sample ``PROBE_DRAWS`` twice with one seed: why the run will not reproduce (None: it will).
-
-    Also logs the audit's expected duration, from the probe's pace, when it exceeds ``ESTIMATE_AFTER_SECONDS``.
-    """
+def _probe(mechanism, value, trials: int, seed: np.random.SeedSequence,
+           progress: bool | None = None) -> tuple[str | None, Callable[[str], None]]:
+    """Sample ``PROBE_DRAWS`` twice with one seed: why the run will not reproduce (None: it will), and a
+    ``step(what)`` that logs the audit's steps when ``progress`` is on (None: when the audit is expected to
+    take over ``PROGRESS_EVERY`` seconds at the probe's pace; the estimate is logged first, and a stderr
+    handler added when logging is not set up)."""
     start = time.perf_counter()
     first = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
     second = mechanism.sample(value, PROBE_DRAWS, np.random.default_rng(seed))
     expected = (time.perf_counter() - start) / (2 * PROBE_DRAWS) * 2 * trials
-    if expected > ESTIMATE_AFTER_SECONDS:
-        log.info("the audit will take about %.0f s (%s draws per world at the probe's pace)", expected,
+    on = progress if progress is not None else expected > PROGRESS_EVERY
+    if on:
+        visible()
+    if on or expected > ESTIMATE_AFTER_SECONDS:
+        log.info("the audit will take about %s (%s draws per world at the probe's pace)", duration(expected),
                  f"{trials:,}")
     declared = getattr(mechanism, "not_reproducible", None)
     if declared:
-        return declared
-    if not _same_outputs(first, second):
-        return ("the same seed gave different outputs in a probe of two samples: the mechanism draws "
-                "randomness it is not given through rng")
-    return None
+        reason = declared
+    elif not _same_outputs(first, second):
+        reason = ("the same seed gave different outputs in a probe of two samples: the mechanism draws "
+                  "randomness it is not given through rng")
+    else:
+        reason = None
+    if reason:  # shown on every audit (pytest lists it under passing tests too), not only in failure messages
+        warnings.warn(NotReproducibleWarning(f"{type(mechanism).__name__}: NOT REPRODUCIBLE: {reason}"), stacklevel=4)
+    return reason, (_Steps(expected) if on else lambda what: None)
+
+
+class NotReproducibleWarning(UserWarning, RecauditError):
+    """The seed does not reproduce the audit (the probe's two draws with one seed differed, or the mechanism
+    says so): its figures cannot be re-run exactly."""
+
+
+class _Steps:
+    """Logs ``what`` with the time spent and the time left of an audit expected to take ``expected`` s."""
+
+    def __init__(self, expected: float):
+        self.expected, self.began = expected, time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        spent = time.monotonic() - self.began
+        left = f", about {duration(self.expected - spent)} left" if self.expected > spent else ""
+        log.info("%s: %s in%s", what, duration(spent), left)
 
 
 def _encode_categories(outputs: list) -> list:

@@ -19,11 +19,12 @@ from pathlib import Path
 from recaudit.core.errors import BadInput
 
 from . import data_command, estimate_command
-from .executors import MAX_WORKERS
+from .executors import EXIT_INTERRUPTED, EXIT_TERMINATED, MAX_WORKERS, on_terminate, terminated
 from .info_commands import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATED, _cmd_init, _cmd_list,  # noqa: F401
                             _cmd_scenarios, _cmd_schema, _cmd_validate, _version)
 from .reports.report import summary_line
 from .language.shipped import resolve
+from .progress_log import PROGRESS_EVERY, ConsoleReporter  # noqa: F401  (ConsoleReporter: the CLI's)
 from .store import hold_folder
 from .language.studies import StudyScenario
 from .language.yamlio import ScenarioError, one_line
@@ -32,50 +33,8 @@ EXECUTORS = ["serial", "processes", "dask"]
 #: a scenario to copy the block a command needs from
 EXAMPLES = {"sweep": "scaling-maxsense.yaml", "grid": "matrix-completion-rmse-vs-epsilon.yaml"}
 log = logging.getLogger("recaudit")
-#: seconds between progress lines when stderr is not a terminal (a log file, CI)
-PROGRESS_EVERY = 10.0
 #: runs estimated to take longer than this print their estimate first
 ANNOUNCE_SECONDS = 10.0
-
-
-class ConsoleReporter:
-    """Messages to the ``recaudit`` logger; ``progress(label, done, total)`` as tqdm bars on a terminal, and
-    as a log line at most every PROGRESS_EVERY seconds per label when stderr is not one."""
-
-    def __init__(self, quiet: bool = False, stream=None, clock=time.monotonic):
-        self.stream = stream or sys.stderr
-        self.quiet = quiet
-        self.bars_on = not quiet and getattr(self.stream, "isatty", lambda: False)()
-        self.bars: dict = {}
-        self.clock = clock
-        self.last_line: dict[str, tuple[float, float | None]] = {}  # label -> (time, done) of its last line
-
-    def __call__(self, message: str) -> None:
-        log.info(message)
-
-    def progress(self, label: str, done: float, total: float) -> None:
-        if not self.bars_on:
-            self._progress_line(label, done, total)
-            return
-        from tqdm import tqdm
-
-        bar = self.bars.get(label)
-        if bar is None:
-            bar = self.bars[label] = tqdm(total=total, desc=label, file=self.stream, leave=False, dynamic_ncols=True,
-                                          bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} "
-                                                     "[{elapsed}<{remaining}]")
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-            del self.bars[label]
-
-    def _progress_line(self, label: str, done: float, total: float) -> None:
-        now = self.clock()
-        last, shown = self.last_line.setdefault(label, (now, None))
-        if self.quiet or done >= total or now - last < PROGRESS_EVERY or done == shown:
-            return
-        self.last_line[label] = (now, done)
-        log.info("%s: %.4g of %.4g (%.0f %%)", label, done, total, 100 * done / total if total else 100)
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -106,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recaudit", description="Simulate private recommenders and audit their privacy claims.",
         epilog="Exit codes: 0 done, 1 verdict 'violated' (with --fail-on-violation), 2 bad input (nothing run), "
-               "3 internal error (never a verdict), 130 interrupted.")
+               "3 internal error (never a verdict), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).")
     parser.add_argument("--version", action="version", version=f"recaudit {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="simulate a scenario, audit its privacy claim, write reports",
@@ -417,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                 "compare": lambda: _cmd_compare(args), "run": lambda: _cmd_run(args),
                 "plan": lambda: _cmd_plan(args), "data": lambda: data_command.run(args, log.info),
                 "estimate": lambda: estimate_command.run(args)}
+    previous = on_terminate()
     try:
         return commands[args.command]()
     except BadInput as exc:  # the user's input or environment (recaudit.core.errors): one line, exit 2
@@ -427,15 +387,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # stdout closed early (`recaudit list | head`): not an error of recaudit's
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("recaudit: interrupted (finished blocks are saved; --resume continues)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # Ctrl-C (SIGINT), or SIGTERM (on_terminate): the workers are stopped by now
+        code = EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+        print(f"recaudit: {'terminated' if code == EXIT_TERMINATED else 'interrupted'} (finished blocks are "
+              "saved; --resume continues)", file=sys.stderr)
+        return code
     except Exception as exc:  # a crash must never read as a verdict
         if os.environ.get("RECAUDIT_TRACEBACK"):
             traceback.print_exc()
         print(one_line(f"recaudit: internal error (exit {EXIT_INTERNAL}, not a verdict): "
                        f"{type(exc).__name__}: {exc}; set RECAUDIT_TRACEBACK=1 for the traceback"), file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        on_terminate(previous)
 
 
 if __name__ == "__main__":

@@ -14,20 +14,45 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import socket
+import os
+import signal
+import sys
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
-from recaudit.core.errors import BadInput
+# the Dask executor's module holds what both use: the refusal, the deadline, the cap on tasks in flight
+from .dask_cluster import DASK_CONNECT_TIMEOUT, ExecutorUnavailable, capped as _capped, dask_executor  # noqa: F401
+
 
 #: at most this many workers: a pool starts them all, so a typo must not start a million
 MAX_WORKERS = 256
-#: seconds to reach a Dask scheduler before giving up
-DASK_CONNECT_TIMEOUT = 10
+#: exit codes of a run stopped by Ctrl-C (SIGINT) and by SIGTERM (128 + the signal, as a shell reports them)
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+_signalled: list[int] = []  # SIGTERM seen by on_terminate's handler
 
 
-class ExecutorUnavailable(BadInput, RuntimeError):
-    """The executor cannot be started or reached (bad address, missing extra)."""
+def on_terminate(restore=None):
+    """SIGTERM unwinds the main thread as Ctrl-C does (``KeyboardInterrupt``: the executor stops its workers,
+    saved blocks stay; :func:`terminated` then says it was SIGTERM). Returns the handler it replaced (None off
+    the main thread); ``on_terminate(previous)`` puts that one back."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if restore is not None:
+        return signal.signal(signal.SIGTERM, restore)
+    _signalled.clear()
+
+    def terminate(signum, frame):
+        _signalled.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, terminate)
+
+
+def terminated() -> bool:
+    """Whether the last interruption was SIGTERM (see :func:`on_terminate`)."""
+    return bool(_signalled)
 
 
 class SerialExecutor(Executor):
@@ -45,13 +70,20 @@ class SerialExecutor(Executor):
 
 
 @contextlib.contextmanager
-def open_executor(executor_type: str = "serial", workers: int = 2, address: str | None = None) -> Iterator[Executor]:
+def open_executor(executor_type: str = "serial", workers: int = 2, address: str | None = None,
+                  max_in_flight: int | None = None) -> Iterator[Executor]:
     """An executor of ``executor_type`` (serial, processes, dask); for Dask, a client on ``address`` or on a new local
     cluster.
 
     Raises :class:`ExecutorUnavailable` at once (a Dask address within
-    ``DASK_CONNECT_TIMEOUT`` seconds) when it cannot be had. Each executor's
-    ``window`` is how many tasks :func:`as_finished` keeps in flight.
+    ``DASK_CONNECT_TIMEOUT`` seconds, whatever answers there) when it cannot
+    be had, or when a Dask worker runs other versions of recaudit or numpy.
+    Each executor's ``window`` is how many tasks :func:`as_finished` keeps in
+    flight: 2 per worker process, 2 per thread of a Dask cluster's workers
+    (followed as the cluster grows or shrinks), at most ``max_in_flight``.
+    Leaving the block by an exception (Ctrl-C, SIGTERM) stops the workers at
+    once: queued tasks are cancelled and running ones killed (their blocks
+    are recomputed on ``--resume``).
     """
     if not 1 <= workers <= MAX_WORKERS:
         raise ExecutorUnavailable(f"workers: must be between 1 and {MAX_WORKERS}, got {workers}")
@@ -59,37 +91,78 @@ def open_executor(executor_type: str = "serial", workers: int = 2, address: str 
         with one_blas_thread():
             yield SerialExecutor()
     elif executor_type == "processes":
-        with one_blas_thread(), ProcessPoolExecutor(max_workers=workers, initializer=_blas_on_one_thread) as pool:
-            pool.window = 2 * workers
-            yield pool
-    elif executor_type == "dask":
-        try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise ExecutorUnavailable("the dask executor needs the 'dask' extra: pip install 'recaudit[dask]'") \
-                from None
-        if address:
+        with one_blas_thread():
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
+            pool.window = _capped(2 * workers, max_in_flight)
             try:
-                client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
-            except Exception as exc:  # OSError, TimeoutError, ValueError for malformed addresses
-                if _answers(address):  # e.g. a web server: its reply read as a Dask frame (MemoryError...)
-                    raise ExecutorUnavailable(f"executor.address: {address!r} answers, but not as a Dask scheduler "
-                                              "(another service listens on that port?)") from None
-                raise ExecutorUnavailable(f"executor.address: cannot reach the Dask scheduler at {address!r} "
-                                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") \
-                    from None
-            with client:
-                executor = client.get_executor()
-                executor.window = 2 * workers
-                yield executor
-        else:
-            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
-                executor = client.get_executor()
-                executor.window = 2 * workers
-                yield executor
+                yield pool
+            except BaseException:
+                _stop_pool(pool)
+                raise
+            pool.shutdown(wait=True)
+    elif executor_type == "dask":
+        with dask_executor(address, workers, max_in_flight) as executor:
+            yield executor
     else:
         raise ExecutorUnavailable(f"unknown executor {executor_type!r}; choose serial, processes or dask")
+
+
+def _stop_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
+    """Stop a process pool now: queued tasks cancelled, workers sent SIGTERM, those alive after ``grace``
+    seconds SIGKILL (the default shutdown waits for every queued block)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)  # (shutdown forgets them)
+    manager = getattr(pool, "_executor_manager_thread", None)
+    with contextlib.suppress(Exception):  # a task half-written into the queue's pipe must not hold the exit
+        pool._call_queue.cancel_join_thread()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+    # a worker killed while writing its result leaves half a message in the result pipe, and the pool's
+    # manager thread (which the interpreter joins at exit) waits for the rest forever: with every worker gone,
+    # closing this process's end of the pipe's writing side gives it an end of file, which it reads as a
+    # broken pool, and it ends
+    with contextlib.suppress(Exception):
+        results._writer.close()
+    if manager is not None:
+        manager.join(2.0)
+
+
+def _worker_start(parent: int) -> None:
+    """A pool worker's initializer: BLAS on one thread; it dies with its parent (Linux: the kernel sends it
+    SIGKILL, ``PR_SET_PDEATHSIG``; elsewhere a thread polls the parent's pid every second); Ctrl-C on the
+    terminal goes to the parent only (which stops the pool), SIGTERM kills it at once."""
+    _blas().limit(limits=1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent)
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this process end when ``parent`` does (see :func:`_worker_start`)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="recaudit-parent-watch", daemon=True).start()
 
 
 @functools.cache
@@ -115,18 +188,8 @@ def one_blas_thread() -> Iterator[None]:
 
 
 def _blas_on_one_thread() -> None:
-    """A pool worker's initializer: BLAS on one thread for the worker's life."""
+    """BLAS on one thread for the rest of this process's life (a worker's start)."""
     _blas().limit(limits=1)
-
-
-def _answers(address: str) -> bool:
-    """Whether something accepts TCP connections at a ``[scheme://]host:port`` address."""
-    host, _, port = address.split("://")[-1].rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
-    except (OSError, ValueError):
-        return False
-    return True
 
 
 def as_finished(executor: Executor,
@@ -137,11 +200,11 @@ def as_finished(executor: Executor,
     saved as they come (the serial executor included) and pending work never
     piles up in memory.
     """
-    window = max(1, int(getattr(executor, "window", 8)))
     tasks = iter(tasks)
     pending: dict[Future, Hashable] = {}
     exhausted = False
     while pending or not exhausted:
+        window = max(1, int(getattr(executor, "window", 8)))  # read each time: a Dask cluster's follows its size
         while not exhausted and len(pending) < window:
             try:
                 key, fn, args = next(tasks)

@@ -30,13 +30,12 @@ a fixed seed reproduces the audit exactly.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from recaudit.core.errors import ParameterError, RecauditError
+from recaudit.core.errors import ParameterError
 from recaudit.attacks.learned import OutputAttack, output_table
 from recaudit.mechanisms import PrivacyClaim
 
@@ -49,7 +48,7 @@ from .harness_sequential import called_one_world, sequential_bound, sequential_l
 from .harness_pairs import PATTERNS, NeighbourCandidates, candidate_pairs
 from .stats.pvalues import holm_adjust, p_value_from_bound
 from .blackbox import (FIT_FRACTION, LEARNED, PROBE_DRAWS, _encode_categories, _hand_scores,  # noqa: F401
-                       _learned_scores, _probe, _split_sizes)
+                       _learned_scores, _probe, _split_sizes, NotReproducibleWarning)
 
 __all__ = ["SampledMechanism", "METHODS", "ATTACK_CHOICES", "AuditRun", "NeighbourCandidates", "NeighbourSearch",
            "PATTERNS",
@@ -74,11 +73,6 @@ METHODS = tuple(cls.method for cls in ESTIMATORS.values() if cls.input == "pairs
 #: ``attack=``: ``auto`` (hand-written score if any, the output itself for scalars, else learned),
 #: ``identity`` (the scalar output) or a learned attack's name (``LEARNED``).
 ATTACK_CHOICES = ("auto", "identity", *LEARNED)
-
-
-class NotReproducibleWarning(UserWarning, RecauditError):
-    """The seed does not reproduce the audit (the probe's two draws with one seed differed, or the mechanism
-    says so): its figures cannot be re-run exactly."""
 
 
 @dataclass(frozen=True)
@@ -140,8 +134,8 @@ def _resolve_claim(mechanism, claim) -> PrivacyClaim:
         resolved = PrivacyClaim(epsilon=float(claim.epsilon), delta=float(getattr(claim, "delta", 0.0)),
                                 model="central", gaussian_mu=getattr(claim, "gaussian_mu", None))
     if not math.isfinite(resolved.epsilon):  # (a negative or NaN ε: PrivacyClaim refuses it)
-        raise ParameterError("claim", f"claim: ε = {resolved.epsilon} promises nothing an audit can test (no ε_LB exceeds it); "
-                         "claim a finite ε >= 0")
+        raise ParameterError("claim", f"claim: ε = {resolved.epsilon} promises nothing an audit can test (no ε_LB "
+                                      "exceeds it); claim a finite ε >= 0")
     return resolved
 
 
@@ -185,9 +179,12 @@ def run_audit(
     method: str = "clopper-pearson",
     attack: str | OutputAttack = "auto",
     selection_fraction: float = 0.5,
-    sequential: bool = False, batch: int = 100,
+    sequential: bool = False, batch: int = 100, progress: bool | None = None,
 ) -> AuditRun:
     """Sample both worlds, score them, and bound ε; no verdict is asserted.
+
+    ``progress``: log the estimate and each step (a stderr handler when logging is not set up); by default
+    when the probe's pace says the audit takes over 30 s.
 
     ``sequential=True``: ``trials`` is a budget, runs come in batches from ``batch`` until an anytime-valid
     test decides (:mod:`.harness_sequential`; docs/statistics.md, "Sequential audits").
@@ -226,18 +223,18 @@ def run_audit(
     trials = int(trials)
     root = as_seed_sequence(seed)
     world_seeds = root.spawn(4)
-    not_reproducible = _probe(mechanism, pair[0], trials, root.spawn(1)[0])
-    if not_reproducible:  # shown on every audit (pytest lists it on passing tests too), not only in failures
-        warnings.warn(NotReproducibleWarning(f"{type(mechanism).__name__}: NOT REPRODUCIBLE: {not_reproducible}"),
-                      stacklevel=3)
+    not_reproducible, step = _probe(mechanism, pair[0], trials, root.spawn(1)[0], progress)
     if sequential:
         bound, name = sequential_bound(mechanism, claimed, pair, trials, alpha, world_seeds, score, attack, method,
                                        batch)
         return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, bound.p_value,
                         not_reproducible,
                         getattr(pair, "relation", "as given"), claimed.conversion, None, called_one_world(bound))
-    outputs = _encode_categories([mechanism.sample(value, trials, np.random.default_rng(ss))
-                                  for value, ss in zip(pair, world_seeds[:2])])
+    outputs = []
+    for world, (value, ss) in enumerate(zip(pair, world_seeds[:2])):
+        outputs.append(mechanism.sample(value, trials, np.random.default_rng(ss)))
+        step(f"world {world}: {trials:,} draws")
+    outputs = _encode_categories(outputs)
     permute = np.random.default_rng(world_seeds[2])
     orders = [permute.permutation(trials) for _ in range(2)]
     scorer = score if score is not None else (getattr(mechanism, "score", None) if attack == "auto" else None)
@@ -262,6 +259,7 @@ def run_audit(
                                                     claimed.delta)
     bound_of = heldout_gdp_bound if method == "gdp" else heldout_epsilon_bound
     bound = bound_of(sel[0], sel[1], evaluation[0], evaluation[1], alpha, claimed.delta, candidates="rare-event")
+    step(f"scored ({name}) and bounded: ε_LB = {bound.epsilon_lb:.4g}")
     power = pairs_estimate(bound, _p_value(bound, claimed.epsilon), claimed)
     return AuditRun(bound, claimed.epsilon, claimed.delta, trials, seed, pair, name, power.p_value,
                     not_reproducible, getattr(pair, "relation", "as given"), claimed.conversion, power.optimal,

@@ -121,7 +121,7 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     ex = scenario.executor
     started = time.time() if started is None else started
     with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
-                                             ex.address) as executor:
+                                         ex.address, ex.max_in_flight) as executor:
         return _run(scenario, out_dir, resume, executor_type or ex.type, executor, report, started)
 
 

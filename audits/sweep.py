@@ -186,7 +186,7 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
 
     ex = scenario.executor
     with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
-                                             ex.address) as executor:
+                                         ex.address, ex.max_in_flight) as executor:
         progress = Progress(out_dir / "progress-sweep" if out_dir else None,
                             {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,
                             what="scenario or grid", warn=report)

@@ -140,7 +140,10 @@ def study(counts=COUNTS, epsilon: float = 2.0, trials: int = 2000, alpha: float 
                      "pair_pure_epsilon": pure, "pair_mu": mu,
                      "d_prime": float((scores[1].mean() - scores[0].mean()) / spread),
                      "trials_per_world": trials, "seconds": round(time.perf_counter() - started, 2)})
-        report(json.dumps(rows[-1]))
+        row = rows[-1]
+        report(f"{row['ratings']} ratings replaced: ε_LB {row['epsilon_lb']:.4g} (ceiling {row['ceiling']:.4g}, "
+               f"p = {row['p_value_vs_claim']:.3g} against ε = {row['per_rating_epsilon']:g} a rating), "
+               f"{trials:,} runs a world, {row['seconds']} s ({len(rows)} of {len(counts)} counts)")
         save(rows)
     return sorted(rows, key=lambda r: counts.index(r["ratings"]))
 

@@ -73,15 +73,16 @@ def test_list_descriptions_are_whole_plain_lines(capsys):
     assert all(len(line.split(None, 1)) == 2 for line in kinds)  # every kind has its description
 
 
-def test_progress_lines_every_ten_seconds_off_a_terminal(monkeypatch):
+def test_progress_lines_every_thirty_seconds_off_a_terminal(monkeypatch):
     now, lines = [0.0], []
     monkeypatch.setattr("recaudit.audits.cli.log.info", lambda message, *args: lines.append(message % args))
     reporter = ConsoleReporter(stream=open("/dev/null", "w"), clock=lambda: now[0])
-    for step in range(1, 31):  # 30 s of progress, one call a second, then done
+    for step in range(1, 91):  # 90 s of progress, one block a second, then done
         now[0] = float(step)
-        reporter.progress("trial blocks", step, 30 if step == 30 else 100)
-    assert lines == ["trial blocks: 11 of 100 (11 %)", "trial blocks: 21 of 100 (21 %)"]
-    assert PROGRESS_EVERY == 10
+        reporter.progress("trial blocks", step, 90 if step == 90 else 200)
+    assert lines == ["trial blocks: 31 / 200 (16 %), 1 a second, about 3 min left",
+                     "trial blocks: 61 / 200 (30 %), 1 a second, about 2 min left"]
+    assert PROGRESS_EVERY == 30
     quiet = ConsoleReporter(quiet=True, stream=open("/dev/null", "w"), clock=lambda: now[0])
     now[0] = 0.0
     quiet.progress("x", 1, 10)

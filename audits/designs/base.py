@@ -361,13 +361,14 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     sizes = block_sizes(trials, block_size)
     joined = _Joined(len(pairs), sizes)
     entropy = getattr(job, "entropy", None)  # the blocks' seed stream, in each saved unit's identity
+    sent = executor.share(job) if hasattr(executor, "share") else job  # a Dask cluster: sent once per worker
     todo, waiting = [], {}
     for target, pair in enumerate(pairs):
         for first, last in _units(len(sizes), per_unit):
             missing = _restore(progress, joined, target, first, last, entropy)
             waiting[target, first] = len(missing)
             tasks = _spans(missing) if spans else [(index, index + 1) for index in missing]
-            todo += [((target, a, b), block, (job, pair, target, a, tuple(sizes[a:b]) if spans else sizes[a]))
+            todo += [((target, a, b), block, (sent, pair, target, a, tuple(sizes[a:b]) if spans else sizes[a]))
                      for a, b in tasks]
     total = sum(waiting.values())
     if total < len(sizes) * len(pairs):

@@ -237,6 +237,8 @@ class ExecutorConfig(BaseModel):
     type: Literal["serial", "processes", "dask"] = "serial"
     workers: int = Field(2, ge=1, le=MAX_WORKERS)
     address: str | None = Field(None, description="a Dask scheduler address; a local cluster when absent")
+    max_in_flight: int | None = Field(None, ge=1, le=100_000, description=(
+        "at most this many tasks in flight (default: 2 per worker process, or 2 per thread of a Dask cluster)"))
 
     @field_validator("address")
     @classmethod
