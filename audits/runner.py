@@ -23,7 +23,7 @@ from recaudit.mechanisms import MECHANISMS, PrivacyClaim
 from recaudit.core.errors import BadInput
 from recaudit.simulator.engine import run_protocol
 from recaudit.simulator.targets import TargetPair
-from recaudit.audits.designs.pairs import policy_for
+from recaudit.audits.designs.pairs import pair_relation, policy_for
 from recaudit.simulator.populations import POPULATIONS
 from recaudit.simulator.ratings import ratings_limit
 from recaudit.simulator.seeds import child_seed, stream
@@ -99,6 +99,8 @@ class AuditResult:
     timing: dict = field(default_factory=dict)
     packages: dict | None = None  # the versions that ran it, when rebuilt from a run folder (None: these)
     started: float | None = None  # when the command that ran it started (epoch seconds); None when rebuilt
+    #: the audited pair's relation to the claim (``recaudit.audits.designs.pairs.pair_relation``); None: not recorded
+    pair: dict | None = None
     #: a trainer's audit: its canaries, AUC and TPR at low FPR per attack, ε_LB per estimator, training time
     trainer: dict | None = None
 
@@ -216,7 +218,8 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: 
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(world_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}
-    return AuditResult(scenario, claim, design.kind, tests, verdict, utility, world, timing, started=started)
+    return AuditResult(scenario, claim, design.kind, tests, verdict, utility, world, timing, started=started,
+                       pair=pair_relation(claim, policy))
 
 
 def _run_trainer(scenario: Scenario, mechanism, out_dir: Path | None, report: Callable[[str], None],
@@ -377,7 +380,7 @@ def result_from_run_dir(run_dir: Path) -> AuditResult:
     timing = dict(old.get("timing", {}))
     timing["report_rebuilt_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return AuditResult(scenario, claim, old["audit"]["design"], tests, verdict, old["utility"], old["world"],
-                       timing, packages=old["packages"], trainer=old.get("trainer"))
+                       timing, packages=old["packages"], trainer=old.get("trainer"), pair=old["audit"].get("pair"))
 
 
 def _scores_from_csv(run_dir: Path, tests: list[dict], trials: int, canaries: bool) -> list[tuple]:

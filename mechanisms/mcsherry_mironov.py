@@ -105,7 +105,11 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 
     claim_model = "central"
     claim_unit = "rating"
-    claim_neighbouring = "replace"
+    #: the paper's relation: one rating added or removed; the noise is calibrated to the larger of its
+    #: sensitivities and those of one rating's value changing, so that relation is covered too (a weaker pair:
+    #: ``audit.pair: single_flip``)
+    claim_neighbouring = "add_remove"
+    covered_neighbouring: ClassVar[tuple] = ("replace",)
 
     def __post_init__(self) -> None:
         if not self.max_rating > self.min_rating:
@@ -333,6 +337,8 @@ class McSherryMironovPerUserClaim(McSherryMironov, kind="mcsherry_mironov_per_us
                                     "ratings_per_user": 80, "test_fraction": 0.05}}
 
     claim_unit = "user"
+    claim_neighbouring = "replace"
+    covered_neighbouring: ClassVar[tuple] = ()
 
 
 def _dense(mech: McSherryMironov, rows: UserBatch) -> tuple[np.ndarray, np.ndarray]:

@@ -323,6 +323,27 @@ class SingleItemReplace(UserReplace):
         return TargetPair(rows(0), rows(1))
 
 
+class TwoItemsReplace(SingleItemReplace):
+    """User-level, replace-one: world 0's target rates two canary items, world 1's two others, at the largest
+    magnitude (a row of norm ``L`` after clipping, spread over two items).
+
+    For private Frank–Wolfe with a large step (``γ = (k/T)/λ̂′``, a large ``nuclear_scale``) a two-item row's
+    residual ``A_i`` can overshoot towards ``2L`` in later rounds, which a one-item row cannot (its residual
+    stays on its item's axis): the pair that reaches most of the analysis's ``4√2·L²`` found so far
+    (docs/findings/tight-audits.md).
+    """
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 4, rng)
+        value = np.full(2 * n, float(getattr(population, "max_rating", 1.0)))
+        users = np.repeat(np.arange(n), 2)
+
+        def rows(columns):
+            return UserBatch.from_coo(users, items[:, columns].ravel(), value, value > 0, (n, catalogue.n_items))
+
+        return TargetPair(rows([0, 1]), rows([2, 3]))
+
+
 class SingleItemAddRemove(NeighbourPolicy):
     """User-level, add/remove one: world 1's target rates one item at the largest magnitude, world 0's rates
     nothing (a user who sends nothing: absent).
@@ -369,10 +390,40 @@ class SingleFlip(RatingReplace):
         return TargetPair(rows(-top), rows(top))
 
 
+class AddRating(NeighbourPolicy):
+    """Rating-level, add/remove one: world 1's target has one rating more than world 0's.
+
+    Both worlds' target rates one item at the bottom of the scale (``population.min_rating``, else ``−max``);
+    world 1's also rates a second item at the top (``population.max_rating``, default 1): opposite signs keep
+    the user's offset near 0, so both centred ratings reach the clamp. One rating beside the added one is the
+    most a weighted second-moment statistic moves (McSherry–Mironov's ``Wgt``, weights ``1/c``): its upper
+    triangle gains the new row (``c + 1`` entries of ``1/(c + 1)``) and the old entries' weights fall from
+    ``1/c`` to ``1/(c + 1)`` (``1/2`` in all), 1.5 in L1 for every ``c ≥ 1`` against 1 for ``c = 0``; ``Cov``
+    alike; a sum moves by the rating, a count by one. On the population's ``canary_items`` the effect is
+    isolated (``reserved_items``).
+    """
+
+    unit, neighbouring = "rating", "add_remove"
+
+    def worst_case_pair(self, mechanism, population, catalogue, answers, rng):
+        raise PairError("the add-one-rating pair is for designs that run the protocol")
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 2, rng)
+        top = float(getattr(population, "max_rating", 1.0))
+        bottom = float(getattr(population, "min_rating", -top))
+        shape = (n, catalogue.n_items)
+        low = np.full(n, bottom)
+        values = np.tile([bottom, top], n)
+        return TargetPair(UserBatch.from_coo(np.arange(n), items[:, 0], low, low > 0, shape),
+                          UserBatch.from_coo(np.repeat(np.arange(n), 2), items.ravel(), values, values > 0, shape))
+
+
 POLICIES: dict[tuple[str, str], NeighbourPolicy] = {
     ("user", "replace"): UserReplace(),
     ("user", "replace_likes"): LikesReplace(),
     ("rating", "replace"): RatingReplace(),
+    ("rating", "add_remove"): AddRating(),
 }
 
 
@@ -381,8 +432,29 @@ PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportRepl
                                              "star_pattern": StarPatternReplace(),
                                              "private_replace": PrivateReplace(),
                                              "single_item": SingleItemReplace(),
+                                             "two_items": TwoItemsReplace(),
                                              "single_item_add_remove": SingleItemAddRemove(),
-                                             "single_flip": SingleFlip()}
+                                             "single_flip": SingleFlip(),
+                                             "add_rating": AddRating()}
+
+
+def covered(mechanism) -> tuple[str, ...]:
+    """Relations besides its claim's that a mechanism's calibration also covers at the claimed ε
+    (``Mechanism.covered_neighbouring``; e.g. McSherry–Mironov's noise covers one rating's value changing)."""
+    return tuple(getattr(mechanism, "covered_neighbouring", ()))
+
+
+def pair_relation(claim: PrivacyClaim, policy: NeighbourPolicy) -> dict:
+    """How the audited pair relates to the claim: its unit and neighbouring, and whether they are the claim's own.
+
+    A pair of another relation the calibration covers (:func:`covered`) tests the claim too, but it is not the
+    worst case of the claim's own relation: reports label it so (``own: false`` and a note)."""
+    own = (policy.unit, policy.neighbouring) == (claim.unit, claim.neighbouring)
+    note = (f"the claim's own relation ({claim.unit}/{claim.neighbouring})" if own else
+            f"a weaker relation than the claim's: {policy.unit}/{policy.neighbouring}, which the calibration also "
+            f"covers, instead of the claim's {claim.unit}/{claim.neighbouring}; its worst case can reach less")
+    return {"policy": type(policy).__name__, "unit": policy.unit, "neighbouring": policy.neighbouring, "own": own,
+            "note": note}
 
 
 def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None, pair: str | None = None) -> NeighbourPolicy:
@@ -397,7 +469,8 @@ def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None, pair: st
         if special not in PAIR_POLICIES:
             raise PairError(f"no audit pair {special!r}; known: {', '.join(PAIR_POLICIES)}")
         policy = PAIR_POLICIES[special]
-        if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring):
+        if (policy.unit, policy.neighbouring) != (claim.unit, claim.neighbouring) \
+                and not (policy.unit == claim.unit and policy.neighbouring in covered(mechanism)):
             raise PairError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
                              f"{claim.unit}/{claim.neighbouring}")
         return policy

@@ -108,6 +108,8 @@ def report_dict(result) -> dict:
         "claim": claim.to_dict() | accounting_note(scenario),
         "audit": {
             "view": getattr(scenario.audit, "view", None) or claim.view,  # the view the attacks read
+            # the audited pair: its relation, and whether it is the claim's own (else a weaker one, labelled)
+            **({"pair": result.pair} if getattr(result, "pair", None) else {}),
             "design": result.design,
             "trials_per_world": scenario.audit.trials if result.design != "one_run" else None,
             # a sequential audit: the runs per world it drew before it stopped (None: the fixed design)

@@ -138,6 +138,7 @@ def report_markdown(report: dict) -> str:
            f"per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view"
            if claim["epsilon"] is not None else "no privacy claim")
         + f"; the attacks read the `{audit['view']}` view"
+        + (f"; the audited pair: {audit['pair']['note']}" if audit.get("pair") else "")
         + (f" ({claim['note']})" if claim.get("note") else ""),
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
         f"confidence (ceiling {_fmt(audit['ceiling'])}"
