@@ -27,10 +27,8 @@ accountant's ε is ``Σ θ_i = θ``, the paper's). Gaussian: each measurement is
 accountant's ε at δ equals the requested ε — much less noise than the paper's
 ``ε = θ sqrt(2 ln(2/δ))`` (see :func:`paper_epsilon`).
 
-Sensitivities (one rating, the claim's unit; see :func:`sensitivities`) are
-the larger of the paper's (one rating added) and those of one rating changing
-value within ``[min_rating, max_rating]`` (the replace relation the audit
-uses). Deviation from the slides: the user offset is shrunk towards 0 with
+Sensitivities (per rating; :func:`sensitivities`) are the larger of the paper's (one rating added: the
+claim's add/remove) and a value change's (covered too: pair ``single_flip``). Deviation from the slides: the user offset is shrunk towards 0 with
 ``β_p`` fictitious *centred* ratings; the slides' ``+ β_p G`` adds a rating
 level to a sum of deviations (with stars it would push every ``r̂`` to −B).
 """
@@ -105,10 +103,7 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 
     claim_model = "central"
     claim_unit = "rating"
-    #: the paper's relation: one rating added or removed; the noise is calibrated to the larger of its
-    #: sensitivities and those of one rating's value changing, so that relation is covered too (a weaker pair:
-    #: ``audit.pair: single_flip``)
-    claim_neighbouring = "add_remove"
+    claim_neighbouring = "add_remove"  # the paper's; the noise also covers a value change (a weaker pair)
     covered_neighbouring: ClassVar[tuple] = ("replace",)
 
     def __post_init__(self) -> None:
@@ -336,8 +331,7 @@ class McSherryMironovPerUserClaim(McSherryMironov, kind="mcsherry_mironov_per_us
                      "population": {"kind": "rank_one_matrix", "n_users": 100, "n_items": 160,
                                     "ratings_per_user": 80, "test_fraction": 0.05}}
 
-    claim_unit = "user"
-    claim_neighbouring = "replace"
+    claim_unit, claim_neighbouring = "user", "replace"
     covered_neighbouring: ClassVar[tuple] = ()
 
 
