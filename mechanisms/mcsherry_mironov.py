@@ -28,8 +28,8 @@ accountant's ε at δ equals the requested ε — much less noise than the paper
 ``ε = θ sqrt(2 ln(2/δ))`` (see :func:`paper_epsilon`).
 
 Sensitivities (per rating; :func:`sensitivities`) are the larger of the paper's (one rating added: the
-claim's add/remove) and a value change's (covered too: pair ``single_flip``). Deviation from the slides: the user offset is shrunk towards 0 with
-``β_p`` fictitious *centred* ratings; the slides' ``+ β_p G`` adds a rating
+claim's add/remove) and a value change's (covered too: pair ``single_flip``). Deviation from the slides:
+the user offset is shrunk towards 0 with ``β_p`` fictitious *centred* ratings; the slides' ``+ β_p G`` adds a rating
 level to a sum of deviations (with stars it would push every ``r̂`` to −B).
 """
 from __future__ import annotations
