@@ -20,6 +20,7 @@ This generalises ``differencing_noise_aware`` from the releases to the statistic
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,17 +82,21 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         ticks = answer_rounds(view, runs)
         means = [mechanism.white_box_means(rows, stats, ticks) for rows in (pair.rows0, pair.rows1)]
         noise = mechanism.statistic_noise()
+        sampling = getattr(mechanism, "statistic_sampling", dict)()
         if self.statistics is not None and not set(self.statistics) <= set(means[0]):
             raise ValueError(f"attack {self.kind}: {mechanism.kind} models the statistics "
                              f"{', '.join(means[0])}, not {', '.join(sorted(set(self.statistics) - set(means[0])))}")
         for name, m in means[0].items():
             if self.statistics is not None and name not in self.statistics:
                 continue
-            yield noise[name], np.asarray(stats[name], float), m, means[1][name]
+            yield noise[name], np.asarray(stats[name], float), m, means[1][name], sampling.get(name)
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         total = 0.0
-        for (law, scale), y, m0, m1 in self._parts(mechanism, pair, view):
+        for (law, scale), y, m0, m1, rate in self._parts(mechanism, pair, view):
+            if rate is not None and law == "gaussian":
+                total = total + _sampled(y, m0, m1, scale, rate)
+                continue
             d = m1 - m0
             if law == "gaussian":
                 term = ((y - m0) * d - d * d / 2.0) / np.square(scale)
@@ -103,7 +108,7 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
     def reach(self, mechanism: Mechanism, pair: TargetPair, view: View) -> tuple[str, np.ndarray]:
         """Per run, the pair's reach: ``("gaussian", μ)`` with ``μ² = Σ ‖d/σ‖²``, or ``("laplace", Σ |d|/b)``."""
         laws, parts = set(), []
-        for (law, scale), _, m0, m1 in self._parts(mechanism, pair, view):
+        for (law, scale), _, m0, m1, _rate in self._parts(mechanism, pair, view):
             laws.add(law)
             d = (m1 - m0) / scale
             parts.append(_per_run(d * d if law == "gaussian" else np.abs(d)))
@@ -112,6 +117,19 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         law = laws.pop()
         total = np.sum(parts, axis=0)
         return law, np.sqrt(total) if law == "gaussian" else total
+
+
+def _sampled(y: np.ndarray, m0: np.ndarray, m1: np.ndarray, scale, rate: float) -> np.ndarray:
+    """The log-likelihood ratio of a Poisson-sampled statistic (axis 1: its rounds): each round the audited row
+    adds its contribution ``m_b`` with probability ``rate``, else nothing, so per round
+    ``log((1 − q) + q e^{ℓ₁}) − log((1 − q) + q e^{ℓ₀})`` with ``ℓ_b = (y·m_b − ‖m_b‖²/2)/σ²`` (the contribution
+    against none: the rest of ``y`` cancels where the row is isolated), summed over rounds."""
+    def per_round(m):
+        llr = ((y * m - m * m / 2.0) / np.square(scale))
+        llr = llr.reshape(llr.shape[0], llr.shape[1], -1).sum(axis=2)
+        return llr if rate >= 1.0 else np.logaddexp(math.log1p(-rate), math.log(rate) + llr)
+
+    return np.sum(per_round(m1) - per_round(m0), axis=1)
 
 
 def _per_run(values: np.ndarray) -> np.ndarray:

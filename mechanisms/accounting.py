@@ -315,11 +315,13 @@ def _has_sampling(event: Event) -> bool:
 
 
 def account(event: Event, delta: float = 0.0, *, model: Model = "local", unit: Unit = "user",
-            neighbouring: Neighbouring = "replace") -> PrivacyClaim:
+            neighbouring: Neighbouring = "replace",
+            value_discretization: float = DEFAULT_VALUE_DISCRETIZATION) -> PrivacyClaim:
     """The :class:`PrivacyClaim` of publishing ``event``: ε at ``delta`` from :func:`epsilon_for`.
 
     ``model``, ``unit`` and ``neighbouring`` describe the claim and pass
-    through; ``gaussian_mu`` is set when the event is exactly μ-GDP.
+    through; ``gaussian_mu`` is set when the event is exactly μ-GDP. ``value_discretization``: the PLDs'
+    grid (a mechanism's ``accounting_grid``; coarser is faster and still an upper bound).
     Raises ValueError when ε would be infinite (a Gaussian needs δ > 0) and
     for Poisson-subsampled events under replace neighbouring (the sampled
     analysis is add/remove's).
@@ -328,7 +330,7 @@ def account(event: Event, delta: float = 0.0, *, model: Model = "local", unit: U
     if _has_sampling(event) and neighbouring != "add_remove":
         raise ParameterError("neighbouring", "Poisson-subsampled events are accounted under add/remove neighbouring; "
                          f"a claim with neighbouring={neighbouring!r} is not supported")
-    epsilon = epsilon_for(event, delta)
+    epsilon = epsilon_for(event, delta, value_discretization)
     if math.isinf(epsilon):
         if float(delta) == 0.0:
             raise ParameterError("delta", "epsilon is infinite at delta = 0: a Gaussian mechanism has no pure-DP "

@@ -10,8 +10,8 @@ import numpy as np
 from annotated_types import Ge
 
 from . import bit_release
-from .accounting import (GaussianRelease, LaplaceRelease, RandomizedResponseRelease, account,
-                         gaussian_sigma_for)
+from .accounting import (DEFAULT_VALUE_DISCRETIZATION, GaussianRelease, LaplaceRelease, RandomizedResponseRelease,
+                         account, gaussian_sigma_for)
 from .claims import Model, Neighbouring, PrivacyClaim, Unit  # noqa: F401 (PrivacyClaim re-exported)
 from .costs import RoundCost
 from recaudit.core.errors import ParameterError  # noqa: F401 (re-exported)
@@ -67,6 +67,9 @@ class Mechanism(ABC):
     queries_read_rated: bool = False
     #: whether ``respond`` / ``personal_output`` read users' likes (False: a panel's rows may leave them out)
     reads_likes: ClassVar[bool] = True
+    #: the grid of the accountant's privacy-loss distributions for this mechanism's claim (pessimistic on any
+    #: grid; a mechanism whose PLDs are costly, e.g. many Poisson-sampled steps, may choose a coarser one)
+    accounting_grid: ClassVar[float] = DEFAULT_VALUE_DISCRETIZATION
     #: a negative control (a broken twin): its claim is knowingly false, so its audit must say "violated"
     negative_control: ClassVar[bool] = False
     #: a small scenario for the conformance suite (``recaudit.mechanisms.checks``, ``recaudit.audits.checks``): the
@@ -103,7 +106,8 @@ class Mechanism(ABC):
     def claim_for(self, answers: int = 1) -> PrivacyClaim:
         """The promise for a user answering ``answers`` queries, computed by the accountant."""
         return account(self.privacy_event(answers), self.claim_delta, model=self.claim_model,
-                       unit=self.claim_unit, neighbouring=self.claim_neighbouring)
+                       unit=self.claim_unit, neighbouring=self.claim_neighbouring,
+                       value_discretization=self.accounting_grid)
 
     @property
     def claim(self) -> PrivacyClaim:

@@ -58,7 +58,7 @@ def check_claim_from_privacy_events(cls: type[Mechanism]) -> None:
                 f"{cls.kind} has no privacy event but claims ε = {claim.epsilon}: a claim must come from events")
         elif claim.promises:
             derived = account(event, mechanism.claim_delta, model=mechanism.claim_model, unit=mechanism.claim_unit,
-                              neighbouring=mechanism.claim_neighbouring)
+                              neighbouring=mechanism.claim_neighbouring, value_discretization=mechanism.accounting_grid)
             assert claim == derived, f"{cls.kind}.claim_for({answers}) = {claim}, its events give {derived}"
         claims.append(claim)
     assert claims[1].epsilon >= claims[0].epsilon
