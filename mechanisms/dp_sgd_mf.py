@@ -26,9 +26,7 @@ and ``dp_sgd_mf_no_clipping`` (noise ``zC`` but no clipping).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
@@ -39,7 +37,7 @@ from scipy import sparse
 from .accounting import GaussianRelease, PoissonSampled, epsilon_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .dp_als import clip_norms, initial_factors, ridge_solve
+from .dp_als import initial_factors, ridge_solve
 from .matrix_completion import LowRankRows
 from .sparse_rows import csr
 
