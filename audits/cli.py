@@ -24,7 +24,7 @@ from .info_commands import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATE
                             _cmd_scenarios, _cmd_schema, _cmd_validate, _version)
 from .reports.report import summary_line
 from .language.shipped import resolve
-from .progress_log import PROGRESS_EVERY, ConsoleReporter  # noqa: F401  (ConsoleReporter: the CLI's)
+from .progress_log import PROGRESS_EVERY, ConsoleReporter, beating  # noqa: F401  (ConsoleReporter: the CLI's)
 from .store import hold_folder
 from .language.studies import StudyScenario
 from .language.yamlio import ScenarioError, one_line
@@ -256,8 +256,9 @@ def _run_study(args: argparse.Namespace, scenario: StudyScenario) -> int:
     study = scenario.build()
     study.check()
     out = args.out or Path("runs") / scenario.name
-    with hold_folder(out):
-        written = study.run(out, scenario.seed, ConsoleReporter(args.quiet))
+    reporter = ConsoleReporter(args.quiet)
+    with hold_folder(out), beating(reporter):  # a study's parts report as they finish: a line while they run
+        written = study.run(out, scenario.seed, reporter)
     print(f"{scenario.name}: tables in {out}/ ({', '.join(p.name for p in written)}); a rerun into the same "
           "folder resumes")
     return EXIT_OK

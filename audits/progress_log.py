@@ -8,10 +8,12 @@ the ``recaudit`` logger a handler on stderr when neither it nor the root logger 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 log = logging.getLogger("recaudit")
 #: seconds between two progress lines of one kind of work (and the estimate above which progress is on)
@@ -50,12 +52,15 @@ class ProgressLog:
         self.messages = messages or self.emit  # everything else a run says (what it is doing, warnings)
         self.first: dict[str, tuple[float, float]] = {}  # label -> (time, done) of its first call
         self.last: dict[str, tuple[float, float]] = {}  # label -> (time, done) of its last line
+        self.said = self.clock()  # when the last line (of any label) was logged
+        self.latest: tuple[str, float, float] | None = None  # the last progress reported: label, done, total
 
     def __call__(self, message: str) -> None:
         self.messages(message)
 
     def progress(self, label: str, done: float, total: float) -> None:
         now = self.clock()
+        self.latest = (label, done, total)
         began, since = self.first.setdefault(label, (now, done))
         last, shown = self.last.setdefault(label, (now, done))
         if done >= total:  # finished: the next work of this label starts its own clock
@@ -65,7 +70,42 @@ class ProgressLog:
         if now - last < self.every or done == shown:
             return
         self.last[label] = (now, done)
+        self.said = now
         self.emit(progress_line(label, done, total, now - began, since))
+
+    def still(self, started: float) -> None:
+        """A line when none was logged for ``every`` seconds (a long step that reports no progress)."""
+        now = self.clock()
+        if now - self.said < self.every:
+            return
+        self.said = now
+        where = "" if self.latest is None else (f"; last: {self.latest[0]} {_number(self.latest[1])} / "
+                                                f"{_number(self.latest[2])}")
+        self.emit(f"still working ({duration(now - started)} so far{where})")
+
+
+@contextlib.contextmanager
+def beating(report) -> Iterator[None]:
+    """While the block runs, a thread logs ``still working`` when ``report`` (a :class:`ProgressLog`, or a
+    reporter whose ``lines`` is one) logged nothing for its ``every`` seconds: long work is never silent."""
+    lines = report if isinstance(report, ProgressLog) else getattr(report, "lines", None)
+    if not isinstance(lines, ProgressLog) or getattr(report, "quiet", False) or getattr(report, "bars_on", False):
+        yield
+        return
+    stop, started = threading.Event(), lines.clock()
+    lines.said = started
+
+    def beat() -> None:
+        while not stop.wait(min(5.0, lines.every)):
+            lines.still(started)
+
+    thread = threading.Thread(target=beat, name="recaudit-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(1.0)
 
 
 def visible() -> None:
@@ -91,6 +131,7 @@ class ConsoleReporter:
         self.lines = ProgressLog(PROGRESS_EVERY, clock, emit=lambda line: log.info("%s", line))
 
     def __call__(self, message: str) -> None:
+        self.lines.said = self.lines.clock()
         log.info(message)
 
     def progress(self, label: str, done: float, total: float) -> None:

@@ -35,6 +35,7 @@ from .designs.trainer_canaries import train_once, trainer_summary, trainer_utili
 from .executors import open_executor
 from .language.limits import GIB
 from .language.scenario import Scenario, build, build_estimator, build_schedule, trainer_users
+from .progress_log import beating
 from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
@@ -122,7 +123,7 @@ def run_scenario(scenario: Scenario, out_dir: Path | None = None, resume: bool =
     """
     ex = scenario.executor
     started = time.time() if started is None else started
-    with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
+    with beating(report), hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
                                          ex.address, ex.max_in_flight) as executor:
         return _run(scenario, out_dir, resume, executor_type or ex.type, executor, report, started)
 

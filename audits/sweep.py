@@ -33,6 +33,7 @@ from recaudit.simulator.seeds import child_seed, stream
 
 from .executors import as_finished, open_executor
 from .language.scenario import Scenario, build
+from .progress_log import beating
 from .store import Progress, hold_folder
 from .utility import clustering_accuracy
 
@@ -185,7 +186,7 @@ def run_sweep(scenario: Scenario, out_dir: Path | None = None, full: bool = Fals
         return "task-{}-{}-{}".format(*task[:3]) + (f"-m{task[3]}" if task[3] else "")
 
     ex = scenario.executor
-    with hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
+    with beating(report), hold_folder(out_dir), open_executor(executor_type or ex.type, workers or ex.workers,
                                          ex.address, ex.max_in_flight) as executor:
         progress = Progress(out_dir / "progress-sweep" if out_dir else None,
                             {"fingerprint": scenario.fingerprint(), "grid": "full" if full else "default"}, resume,

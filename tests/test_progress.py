@@ -79,3 +79,20 @@ def test_a_script_without_logging_sees_the_lines():
     assert [line.split(":")[0] for line in done.stderr.splitlines()] == [
         "[recaudit] the audit will take about 0 s (2,000 draws per world at the probe's pace)".split(":")[0],
         "[recaudit] world 0", "[recaudit] world 1", "[recaudit] scored (identity) and bounded"]
+
+
+def test_a_long_step_without_progress_still_says_it_is_working():
+    import time
+
+    from recaudit.audits.progress_log import beating
+
+    lines = []
+    log = ProgressLog(every=0.2, emit=lines.append)
+    with beating(log):
+        log.progress("simulation (clock)", 1, 10)
+        time.sleep(1.0)  # a step that reports nothing: a line about every 0.2 s
+    during = len(lines)
+    assert during >= 2 and all(line.startswith("still working (") for line in lines)
+    assert lines[0].endswith("; last: simulation (clock) 1 / 10)")
+    time.sleep(0.5)
+    assert len(lines) == during  # stopped with the work
