@@ -18,7 +18,6 @@ import numpy as np
 import pydantic
 import yaml
 from annotated_types import Ge, Gt, Le, Lt
-from scipy import sparse
 
 from recaudit.attacks import ATTACKS
 from recaudit.attacks import checks as attacks_suite
@@ -35,6 +34,7 @@ from recaudit.simulator.seeds import stream
 from recaudit.simulator.transcript import Recorder, Transcript
 
 from .designs import DESIGNS, Design, DesignError
+from .record_equality import rows, same  # noqa: F401  (the checks' helpers)
 from .language.sections import PopulationConfig
 from .language.scenario import AuditConfig, Scenario, build, build_estimator, build_schedule, scenario_from_data
 from .language.yamlio import ScenarioError
@@ -76,30 +76,6 @@ def transcript(scenario: Scenario, seed: int = 0, ticks: int | None = None) -> T
     catalogue = population.catalogue(stream(root, "catalogue"))
     recorder = Recorder(watch=range(100_000), messages="all", outputs="all")
     return run_protocol(mechanism, population, catalogue, schedule, root, recorder=recorder)
-
-
-def same(a: Any, b: Any) -> bool:
-    """Deep equality of run records: arrays (NaN equal to NaN), sparse matrices, dataclasses, containers."""
-    if type(a) is not type(b):
-        return False
-    if sparse.issparse(a):
-        return a.shape == b.shape and (a != b).nnz == 0
-    if isinstance(a, np.ndarray):
-        return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if dataclasses.is_dataclass(a):
-        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
-    if hasattr(a, "__dict__"):
-        return same(vars(a), vars(b))
-    return bool(a == b)
-
-
-def rows(x: Any) -> int:
-    """Rows on axis 0 (arrays, sparse matrices, row types with ``len``)."""
-    return x.shape[0] if hasattr(x, "shape") else len(x)
 
 
 # ---------------------------------------------------------------- mechanisms in their world
