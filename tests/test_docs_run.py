@@ -33,8 +33,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(\s*)```(\S*)[^\n]*$")
 MARK = re.compile(r"<!--\s*docs:\s*(illustrative|slow|libs|elsewhere)\b")
 RUNS = {"python": "python", "bash": "bash"}
-#: seconds one block may take before it is a failure (the slow ones: 10 min)
-TIMEOUT = {"fast": 120, "slow": 600, "libs": 300}
+#: seconds one block may take before it is a failure (slow and libs ones: 10 min)
+TIMEOUT = {"fast": 120, "slow": 600, "libs": 600}
 
 
 @dataclass(frozen=True)
