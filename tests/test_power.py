@@ -115,12 +115,17 @@ def test_gauss_fit_matches_the_large_sample_interval_and_its_p_value():
 
 
 def test_gauss_fit_refuses_scores_that_are_not_gaussian():
-    """Laplace canaries (ε = 1): the normality check rejects them at 0.01 (its p-value here is below 1e-20)."""
+    """Laplace canaries (ε = 1): the normality check rejects them at 0.01 (its p-value here is below 1e-20): no
+    estimate; the bound, the p-value and the power are the one-run bound's on the same canaries."""
     mech = LaplaceCount(1.0)
     s, b = ideal_canary_scores(mech, 10_000, np.random.default_rng(9))
     claim = PrivacyClaim(1.0, 1e-5)
     est = ESTIMATORS["gauss-fit"]().estimate(s, b, claim, 0.05)
-    assert est.bound.model_rejected and est.epsilon_lb == 0.0 and est.uninformative and est.p_value == 1.0
+    one_run = ESTIMATORS["one-run"]().estimate(s, b, claim, 0.05)
+    assert est.bound.model_rejected and est.bound.epsilon_lb == 0.0 and not est.is_bound
+    assert (est.epsilon_lb, est.ceiling, est.p_value, est.optimal) == (
+        one_run.epsilon_lb, one_run.ceiling, one_run.p_value, one_run.optimal)
+    assert est.to_dict()["bound_method"] == "one-run" and est.to_dict()["valid_for"] == "Gaussian scores"
     with pytest.raises(ValueError, match="delta"):
         ESTIMATORS["gauss-fit"]().require(PURE)
 
@@ -138,7 +143,8 @@ def test_uninformative_cut_is_flagged():
 
 
 def test_gauss_fit_test_in_a_report_validates_against_the_schema():
-    """A gauss-fit test as report.json writes it: its counts, μ figures, power and flag fit the published schema."""
+    """A gauss-fit test as report.json writes it, both kinds: Gaussian by construction (its fit is the bound:
+    counts fitted, μ figures) and not (its fit an estimate in its own field, the bound the one-run guesses')."""
     import jsonschema
 
     from recaudit.audits.reports.report import _test_dict, counts_text, finite, schema
@@ -146,15 +152,18 @@ def test_gauss_fit_test_in_a_report_validates_against_the_schema():
 
     mech = GaussianCount.from_epsilon(1.0)
     s, b = ideal_canary_scores(mech, 2_000, np.random.default_rng(4))
-    outcome = TestOutcome(0, "identity", None, ESTIMATORS["gauss-fit"]().estimate(s, b, mech.claim, 0.05), s, b,
-                          adjusted_p_value=1.0, verdict="consistent")
-    outcome.pair = type("Pair", (), {"differing_bits": None})()
-    d = _test_dict(outcome, mech.claim)
     root = schema()
-    jsonschema.Draft202012Validator({**root["$defs"]["test"], "$defs": root["$defs"]}).validate(
-        json.loads(json.dumps(finite(d), allow_nan=False)))
-    assert d["counts"]["m"] == 2_000 and not d["uninformative"] and d["optimal_epsilon_lb"] > 0
-    assert counts_text(d["counts"]).startswith("2000 canary scores fitted")
+    for holds in (True, False):
+        outcome = TestOutcome(0, "identity", None, ESTIMATORS["gauss-fit"]().estimate(
+            s, b, mech.claim, 0.05, model_holds=holds), s, b, adjusted_p_value=1.0, verdict="consistent")
+        outcome.pair = type("Pair", (), {"differing_bits": None})()
+        d = _test_dict(outcome, mech.claim)
+        jsonschema.Draft202012Validator({**root["$defs"]["test"], "$defs": root["$defs"]}).validate(
+            json.loads(json.dumps(finite(d), allow_nan=False)))
+        assert d["counts"]["m"] == 2_000 and not d["uninformative"] and d["optimal_epsilon_lb"] > 0
+        assert d["is_bound"] == holds and (d["epsilon_estimate"] is None) == holds
+        assert counts_text(d["counts"]).startswith("2000 canary scores fitted" if holds else "")
+        assert d["bound_method"] == ("gauss-fit" if holds else "one-run")
 
 
 class _Constant:

@@ -28,6 +28,7 @@ def compare_row(label: str, report: dict) -> dict:
             "tests": audit["tests_in_family"], "epsilon_lb": audit["epsilon_lb"], "confidence": audit["confidence"],
             "ceiling": audit["ceiling"], "tightness": audit["tightness"], "verdict": report["verdict"],
             "optimal_epsilon_lb": audit.get("optimal_epsilon_lb"), "uninformative": bool(audit.get("uninformative")),
+            "at_ceiling": bool(audit.get("at_ceiling")), "epsilon_estimate": audit.get("epsilon_estimate"),
             "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
             "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "bias_rmse": util.get("bias_rmse"),
             "als_rmse": util.get("als_rmse"), "summary": report.get("summary")}

@@ -18,17 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats.reach import reachable_optimal
 from ..stats.sequential import STOP_REASONS
-
 from ..utility import utility_summary
 from . import plots, run_figures
 from .report_text import (CEILING_NOTE, TEST_COLUMNS, _fmt, _strongest, accounting_note,  # noqa: F401
-                          claim_delta, claim_epsilon, confidence_text, counts_text, epsilon_cell, html_table, md,
-                          p_text, population_text, reach_sentence, report_markdown, schedule_text,
-                          sequential_sentence, summary_line, utility_curve, utility_measured, verdict_sentence)
+                          claim_delta, claim_epsilon, confidence_text, counts_text, epsilon_cell, estimate_cell,
+                          html_table, md, method_text, optimal_cell, p_text, population_text, reach_sentence,
+                          report_markdown, schedule_text, sequential_sentence, summary_line, utility_curve,
+                          utility_measured, verdict_sentence)
 from ..store import write_bytes, write_json, write_text
 
-SCHEMA_VERSION = 2  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
+SCHEMA_VERSION = 3  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
+#                    3: epsilon_lb is always a bound (valid_for, model_holds, bound_method, epsilon_estimate, at_ceiling)
 SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
 
@@ -50,7 +52,9 @@ def _pair_dict(pair) -> dict | None:
 
 
 def _test_dict(test, claim) -> dict:
-    bound = test.bound.to_dict()
+    est = test.estimate
+    bound = est.to_dict()  # the estimator's own figures, its headline bound's ε and ceiling on top
+    own = test.bound.to_dict()
     d = {
         "name": test.name,
         "target": test.target,
@@ -61,6 +65,13 @@ def _test_dict(test, claim) -> dict:
         "alpha": bound["alpha"],
         "ceiling": bound["ceiling"],
         "method": bound["method"],
+        "bound_method": bound["bound_method"],
+        "valid_for": bound["valid_for"],
+        "model_holds": bound["model_holds"],
+        "is_bound": bound["is_bound"],
+        "epsilon_estimate": bound["epsilon_estimate"],
+        "estimate_ceiling": bound["estimate_ceiling"],
+        "at_ceiling": bound["at_ceiling"],
         "threshold_strategy": bound.get("threshold_rule", "guesses"),  # the key of schema_version 2
         "tightness": bound["epsilon_lb"] / claim.epsilon if 0 < claim.epsilon < math.inf else None,
         "p_value": test.p_value,
@@ -75,16 +86,23 @@ def _test_dict(test, claim) -> dict:
     if "false_pos" in bound:
         d["counts"] = {k: bound[k] for k in ("false_pos", "n_neg", "false_neg", "n_pos")}
         d["threshold"], d["direction"] = bound["threshold"], bound["direction"]
-        if bound.get("mu_lb") is not None:
-            d["mu_lb"], d["mu_ceiling"] = bound["mu_lb"], bound["mu_ceiling"]
+        if own.get("mu_lb") is not None:
+            d["mu_lb"], d["mu_ceiling"] = own["mu_lb"], own["mu_ceiling"]
     elif "mu_hat" in bound:  # Gaussian fit of canary scores
-        d["counts"] = {"m": bound["n_out"] + bound["n_in"], "n_in": bound["n_in"], "n_out": bound["n_out"]}
+        if est.fallback is not None:  # the bound is the one-run bound's guesses
+            d["counts"] = {k: getattr(est.fallback, k) for k in ("r", "v", "m", "k_pos", "k_neg")}
+        else:
+            d["counts"] = {"m": bound["n_out"] + bound["n_in"], "n_in": bound["n_in"], "n_out": bound["n_out"]}
         d.update({k: bound[k] for k in ("mu_hat", "mu_lb", "model_rejected")})
         d["model_check_p_value"] = bound["check_p_value"]
     else:
         d["counts"] = {k: bound[k] for k in ("r", "v", "m", "k_pos", "k_neg")}
+        if own.get("mu_lb") is not None:
+            d["mu_lb"], d["mu_ceiling"] = own["mu_lb"], own["mu_ceiling"]
+    d["optimal_epsilon_lb_reachable"] = None
     if getattr(test, "reach", None) is not None:
         d["pair_reach"] = test.reach
+        d["optimal_epsilon_lb_reachable"] = reachable_optimal(test.estimate, test.reach, claim)
     if "reason" in bound:  # a sequential audit: how many runs, and why it stopped
         d["sequential"] = {"runs_per_world": bound["runs"], "budget": bound["budget"], "first_batch": bound["batch"],
                            "reason": bound["reason"], "explanation": STOP_REASONS[bound["reason"]],
@@ -122,7 +140,9 @@ def report_dict(result) -> dict:
             # the strongest test, for readers who want one number
             **{k: strongest[k] for k in ("name", "attack", "epsilon_lb", "alpha", "confidence", "ceiling", "method",
                                          "threshold_strategy", "tightness", "counts", "optimal_epsilon_lb",
-                                         "optimal_tightness", "uninformative")},
+                                         "optimal_tightness", "uninformative", "bound_method", "valid_for",
+                                         "model_holds", "is_bound", "epsilon_estimate", "estimate_ceiling",
+                                         "at_ceiling")},
         },
         "tests": tests,
         "verdict": result.verdict,
@@ -132,6 +152,8 @@ def report_dict(result) -> dict:
     }
     if getattr(result, "trainer", None):
         report["trainer"] = result.trainer
+    for key in ("optimal_epsilon_lb_reachable", "mu_lb", "mu_ceiling"):
+        report["audit"][key] = strongest.get(key)
     report = finite(report)
     report["summary"] = verdict_sentence(report)
     return report
@@ -230,7 +252,8 @@ def _environment():
                              autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=_fmt, confidence=confidence_text, bound=epsilon_cell, counts=counts_text, pvalue=p_text,
-                       claim=claim_epsilon, breakable=_breakable)
+                       claim=claim_epsilon, breakable=_breakable, estimate=estimate_cell, optimal=optimal_cell,
+                       method=method_text)
     return env
 
 

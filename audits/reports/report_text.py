@@ -31,17 +31,50 @@ def confidence_text(confidence: float) -> str:
 
 def at_ceiling(test: dict) -> bool:
     """Whether a test's (or the audit's strongest) bound sits at its ceiling: the leakage is at least that,
-    and more runs would show more."""
+    and more runs would show more (the estimate's flag, ``recaudit.audits.stats.estimators.at_ceiling``)."""
+    if "at_ceiling" in test:
+        return bool(test["at_ceiling"])
     ceiling = test.get("ceiling")
     return ceiling is not None and test["epsilon_lb"] >= ceiling * (1 - 1e-9) and ceiling > 0
+
+
+#: how a report names what an estimate's figure assumes (an estimator's ``valid_for``)
+MODEL_WORDS = {"a Gaussian-DP mechanism": "under the Gaussian-DP model", "Gaussian scores": "under a Gaussian fit"}
+
+
+def estimate_text(test: dict) -> str | None:
+    """The estimator's own figure when it is not a bound, in words that never call it one (None: it is one)."""
+    if test.get("model_rejected") and not test.get("is_bound", True):
+        return "the Gaussian fit's model was rejected by its checks: no estimate"
+    value = test.get("epsilon_estimate")
+    if value is None:
+        return None
+    words = MODEL_WORDS.get(test.get("valid_for"), f"if the scores come from {test.get('valid_for')}")
+    mu = f" (μ_LB {test['mu_lb']:.3g})" if test.get("mu_lb") is not None else ""
+    return (f"estimate {words}: ε ≈ {value:.3g}{mu}, not a bound (the mechanism does not guarantee "
+            f"{test.get('valid_for')})")
+
+
+def uninformative_reason(test: dict) -> str:
+    """Why a test is uninformative (the one rule: ``recaudit.audits.stats.estimators.uninformative``)."""
+    ceiling, claim = test.get("ceiling"), (test.get("claim") or {}).get("epsilon")
+    if ceiling is not None and not ceiling > 0:
+        return "its ceiling is 0: no outcome of these runs could show any leakage"
+    if ceiling is not None and claim is not None and ceiling < claim:
+        return f"its ceiling {ceiling:.3g} is below the claimed ε: no outcome of these runs could contradict it"
+    return "the best cut calls every run one world, or the scores rank nothing"
 
 
 CEILING_NOTE = "at least the ceiling — more runs would show more"
 
 
 def bound_text(test: dict, digits: int = 3) -> str:
-    """``ε ≥ 1.23 at 95 % confidence (ceiling 10.2)``, flagged when the bound is at its ceiling."""
+    """``ε ≥ 1.23 at 95 % confidence (ceiling 10.2)``, flagged when the bound is at its ceiling; a Gaussian-DP
+    bound's ceiling says it is the conversion of the largest μ the runs could show, not a count's limit."""
     ceiling = "unbounded" if test["ceiling"] is None else f"{test['ceiling']:.{digits}g}"
+    if test.get("bound_method", test.get("method")) == "gdp" and test.get("mu_ceiling") is not None:
+        ceiling += (f", the Gaussian-DP ε of μ = {test['mu_ceiling']:.{digits}g}, the most these runs could show "
+                    "under the Gaussian curve the mechanism guarantees")
     note = f": {CEILING_NOTE}" if at_ceiling(test) else ""
     return f"ε ≥ {test['epsilon_lb']:.{digits}g} at {confidence_text(test['confidence'])} confidence " \
            f"(ceiling {ceiling}{note})"
@@ -56,7 +89,9 @@ def summary_line(report: dict) -> str:
     ceiling = "unbounded" if audit["ceiling"] is None else f"{audit['ceiling']:.4g}"
     note = f": {CEILING_NOTE}" if at_ceiling(audit) else ""
     power = ("; uninformative" if audit.get("uninformative") else "") + (
-        f"; optimal test {audit['optimal_epsilon_lb']:.4f}" if audit.get("optimal_epsilon_lb") is not None else "")
+        f"; optimal test {audit['optimal_epsilon_lb']:.4f}" if audit.get("optimal_epsilon_lb") is not None else "") + (
+        f"; {MODEL_WORDS.get(audit['valid_for'], 'model')} estimate {audit['epsilon_estimate']:.4f}, not a bound"
+        if audit.get("epsilon_estimate") is not None else "")
     return (f"{name}: {said} ε_LB={audit['epsilon_lb']:.4f} at {confidence_text(audit['confidence'])} confidence "
             f"(ceiling {ceiling}{note}{power}); verdict {report['verdict']}; {utility_summary(report['utility'])}")
 
@@ -96,13 +131,23 @@ def verdict_sentence(report: dict) -> str:
     tests = audit["tests_in_family"]
     best = "the best attack" if tests == 1 else f"the strongest of {tests} tests"
     if audit.get("uninformative"):
-        shows = (f"{'its test is' if tests == 1 else f'all {tests} tests are'} uninformative (the best cut calls "
-                 f"every run one world, or the scores rank nothing), so ε_LB = 0 is no evidence about the claim")
+        shows = (f"{'its test is' if tests == 1 else f'the strongest of {tests} tests is'} uninformative "
+                 f"({uninformative_reason(audit)}), so its ε_LB = {audit['epsilon_lb']:.3g} is no evidence about "
+                 "the claim")
     else:
         shows = f"{best} shows {bound_text(audit)}"
+    estimate = estimate_text(audit)
+    shows += f" ({estimate})" if estimate else ""
     optimal = audit.get("optimal_epsilon_lb")
     power = (f"; the optimal test at this budget would show ε ≥ {optimal:.3g} if the claim were tight"
              if optimal is not None else "")
+    reachable = audit.get("optimal_epsilon_lb_reachable")
+    if reachable is not None:
+        power += f" ({reachable:.3g} at the ε the audited pair can reach)"
+    if report["verdict"] == "violated" and audit.get("valid_for") == "a Gaussian-DP mechanism" \
+            and not audit.get("is_bound", True) and audit["epsilon_lb"] <= (claim["epsilon"] or 0):
+        power += ("; the verdict tests the claim's Gaussian curve: μ_LB exceeds the claimed μ, which holds "
+                  "whatever the mechanism's distribution")
     if report["verdict"] == "no_claim":
         return (f"{report['scenario']['mechanism']['kind']} makes no privacy claim; "
                 + (shows if audit.get("uninformative") else f"{best} measures leakage {bound_text(audit)}")
@@ -137,19 +182,25 @@ def report_markdown(report: dict) -> str:
         + (f"claim ({claim_epsilon(claim['epsilon'])}, {claim_delta(claim['delta'])})-DP, {claim['model']} model, "
            f"per {claim['unit']} ({claim['neighbouring']}), protecting the `{claim['view']}` view"
            if claim["epsilon"] is not None else "no privacy claim")
-        + f"; the attacks read the `{audit['view']}` view"
+        + f"; {views_text(report)}"
         + (f"; the audited pair: {audit['pair']['note']}" if audit.get("pair") else "")
         + (f" ({claim['note']})" if claim.get("note") else ""),
         f"- strongest test: ε_LB = **{audit['epsilon_lb']:.4f}** at {confidence_text(audit['confidence'])} "
         f"confidence (ceiling {_fmt(audit['ceiling'])}"
         + (f": {CEILING_NOTE}" if at_ceiling(audit) else "") + f", tightness {_fmt(audit['tightness'])}), {runs} "
-        f"(design `{audit['design']}`)" + (" — **uninformative**" if audit.get("uninformative") else ""),
+        f"(design `{audit['design']}`)" + (f" — **uninformative**: {uninformative_reason(audit)}"
+                                           if audit.get("uninformative") else "")
+        + (f"; {estimate_text(audit)}" if estimate_text(audit) else ""),
         (f"- power: the optimal test at this budget would show ε_LB = {_fmt(audit.get('optimal_epsilon_lb'))} "
          f"(tightness {_fmt(audit.get('optimal_tightness'))}) if the claim were exactly tight"
+         + (f", and {audit['optimal_epsilon_lb_reachable']:.4g} if the mechanism were exactly as private as the "
+            "audited pair reaches (ε_pair, below the claim)" if audit.get("optimal_epsilon_lb_reachable") is not None
+            else "")
          if audit.get("optimal_epsilon_lb") is not None else "- power: no claim to be tight against"),
         f"- family of {audit['tests_in_family']} test(s) at family-wise α = {audit['family_alpha']:g}: "
         f"{audit['correction']}",
-        f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) else "")
+        f"- utility: {utility_summary(util)}" + (" at the last release" if utility_curve(util) and
+                                                  not utility_summary(util).endswith("at the last release") else "")
         + (f" (reference: {md(util['reference'])})" if util.get("reference") and utility_measured(util) else ""),
         "",
         "## Tests",
@@ -167,11 +218,15 @@ def report_markdown(report: dict) -> str:
     lines += trainer_lines(report)
     lines += [
         "",
-        "ε_LB is a lower bound on the mechanism's true ε; the ceiling is the largest bound this many runs could "
-        f"show ({CEILING_NOTE} when a bound reaches it); optimal ε_LB is what the best test would show on the "
-        "same runs if the claim were exactly tight (about its median). An *uninformative* test's cut calls every "
-        "run one world (or its scores rank nothing): its ε_LB = 0 is no evidence. A verdict is `violated` when "
-        "the Holm-adjusted p-value of \"the claim holds\" is below α.",
+        "ε_LB is a lower bound on the mechanism's true ε, valid whatever its output distribution (or under a model "
+        "the mechanism guarantees by construction); an *estimate* rests on a model the mechanism does not "
+        "guarantee (its column says which) and is never a lower bound on the true ε. The ceiling is the largest "
+        f"bound this many runs could show ({CEILING_NOTE} when a bound reaches it); optimal ε_LB is what the best "
+        "test would show on the same runs if the claim were exactly tight (about its median), and, when the "
+        "audited pair cannot reach the claim, at the ε it reaches. A test is *uninformative* when its cut calls "
+        "every run one world (or its scores rank nothing), or its ceiling is 0 or below the claim: its ε_LB is no "
+        "evidence about the claim. A verdict is `violated` when the Holm-adjusted p-value of \"the claim holds\" "
+        "is below α (for Gaussian-DP estimators, of the claim's μ, which a μ lower bound tests for any mechanism).",
         "",
     ]
     curve = utility_curve(util)
@@ -186,6 +241,40 @@ def report_markdown(report: dict) -> str:
               + ".",
               "", f"Seed {report['seed']['root']}; schema version {report['schema_version']}.", ""]
     return "\n".join(lines)
+
+
+def estimate_cell(test: dict) -> str | None:
+    """A test's model-based figure for a table cell: ``0.19 (Gaussian-DP model)``; None when it has none (its
+    figure is a bound: the column is left out when no test has one)."""
+    if test.get("model_rejected") and not test.get("is_bound", True):
+        return "model rejected"
+    value = test.get("epsilon_estimate")
+    if value is None:
+        return None
+    return f"{value:.4g} ({MODEL_WORDS.get(test.get('valid_for'), 'model').split(' ', 1)[1]})"
+
+
+def optimal_cell(test: dict) -> str:
+    """The optimal test's figure, and at the reachable ε beside it when the pair cannot reach the claim."""
+    reachable = test.get("optimal_epsilon_lb_reachable")
+    return _fmt(test.get("optimal_epsilon_lb")) + (f" ({reachable:.4g} at ε_pair)" if reachable is not None else "")
+
+
+def method_text(test: dict) -> str:
+    """The estimator, and the method of its printed bound when they differ (an estimate's fallback)."""
+    bound_method = test.get("bound_method", test["method"])
+    return test["method"] if bound_method == test["method"] else f"{test['method']} (bound: {bound_method})"
+
+
+def views_text(report: dict) -> str:
+    """Which view each attack read (the scenario's ``audit.view``, or an attack's own ``view``), in words."""
+    attacks = report["scenario"].get("attack")
+    attacks = attacks if isinstance(attacks, list) else [attacks] if attacks else []
+    default = report["audit"]["view"]
+    views = [(a.get("kind", "?"), a.get("view") or default) for a in attacks if isinstance(a, dict)]
+    if not views or len({v for _, v in views}) == 1:
+        return f"the attacks read the `{views[0][1] if views else default}` view"
+    return "the attacks read " + ", ".join(f"`{v}` ({md(k)})" for k, v in views)
 
 
 @dataclass(frozen=True)
@@ -236,11 +325,12 @@ def _verdict_cell(row: dict) -> str:
 TEST_COLUMNS = [
     Column("test", lambda t: t["name"], user=True),
     Column("claim ε", lambda t: claim_epsilon(t["claim"]["epsilon"]), num=True),
-    Column("ε_LB", lambda t: epsilon_cell(t), num=True),
-    Column("optimal ε_LB", lambda t: t.get("optimal_epsilon_lb"), _fmt, num=True),
+    Column("ε_LB (bound)", lambda t: epsilon_cell(t), num=True),
+    Column("estimate (not a bound)", lambda t: estimate_cell(t), num=True),
+    Column("optimal ε_LB", lambda t: None if t.get("optimal_epsilon_lb") is None else optimal_cell(t), num=True),
     Column("confidence", lambda t: t["confidence"], confidence_text, num=True),
     Column("ceiling", lambda t: t["ceiling"], _fmt, num=True),
-    Column("method", lambda t: t["method"]),
+    Column("method", lambda t: method_text(t)),
     Column("threshold", lambda t: t["threshold_strategy"]),
     Column("tightness", lambda t: t["tightness"], _fmt, num=True),
     Column("counts", lambda t: counts_text(t["counts"])),

@@ -29,13 +29,8 @@ from recaudit.mechanisms import ParameterError, PrivacyClaim
 from recaudit.core.registry import Registry
 
 from . import bounds, gauss_fit, gdp, one_run, one_run_lp, power, rates
+from .estimate import ANY_MECHANISM, GAUSSIAN_DP, GAUSSIAN_SCORES, Estimate, at_ceiling, uninformative  # noqa: F401
 from .pvalues import p_value_from_bound
-
-
-#: ``Estimator.valid_for`` of a bound that holds for any mechanism, whatever its scores' distributions
-ANY_MECHANISM = "any mechanism"
-#: ``Estimator.valid_for`` of a bound on μ that is a bound on ε only under the Gaussian-DP model
-GAUSSIAN_DP = "a Gaussian-DP mechanism"
 
 
 class EstimatorError(ParameterError):
@@ -50,47 +45,6 @@ GUESS_FRACTION = Field(description="one-run: share of canaries guessed in (and o
 #: explicit thresholds (``Explicit``, ``GaussianDPExplicit``): one spec, shared
 THRESHOLD_VALUE = Annotated[float | None, Field(description="explicit: the threshold, fixed in advance")]
 DIRECTION = Annotated[Literal[1, -1], Field(description="explicit: +1 guesses world 1 when score >= threshold")]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The one result type: a bound, its confidence and ceiling, the counts behind it, and its p-value.
-
-    ``bound`` is the underlying statistical result (``BoundResult`` or
-    ``OneRunResult``) for readers who need its details.
-    """
-
-    bound: Any
-    p_value: float
-    #: the ε_LB the optimal test would reach on this budget if the claim were exactly tight (None: no claim)
-    optimal: float | None = None
-    #: the test cannot tell the worlds apart whatever the data (its cut calls every run one world, or the
-    #: scores carry no ranking): its ε_LB of 0 is no evidence of privacy
-    uninformative: bool = False
-
-    @property
-    def epsilon_lb(self) -> float:
-        return float(self.bound.epsilon_lb)
-
-    @property
-    def ceiling(self) -> float:
-        return float(self.bound.ceiling)
-
-    @property
-    def alpha(self) -> float:
-        return float(self.bound.alpha)
-
-    @property
-    def method(self) -> str:
-        return self.bound.method
-
-    @property
-    def threshold_rule(self) -> str:
-        return getattr(self.bound, "threshold_rule", "guesses")
-
-    def to_dict(self) -> dict:
-        return self.bound.to_dict() | {"p_value": self.p_value, "optimal_epsilon_lb": self.optimal,
-                                       "uninformative": self.uninformative}
 
 
 class Estimator(ABC):
@@ -128,23 +82,51 @@ class Estimator(ABC):
 
     @abstractmethod
     def estimate(self, scores: np.ndarray, worlds: np.ndarray | None, claim: PrivacyClaim,
-                 alpha: float) -> Estimate:
-        """``pairs``: ``scores`` of shape (2, runs) and ``worlds`` None; ``canaries``: (m,) and (m,) bits."""
+                 alpha: float, model_holds: bool = False) -> Estimate:
+        """``pairs``: ``scores`` of shape (2, runs) and ``worlds`` None; ``canaries``: (m,) and (m,) bits.
+
+        ``model_holds``: the mechanism guarantees this estimator's ``valid_for`` for these scores (then its
+        figure is a bound; else, unless ``valid_for`` is :data:`ANY_MECHANISM`, it is an estimate beside an
+        unconditional fallback bound).
+        """
 
 
 def _counts(bound) -> tuple[int, int, int, int]:
     return bound.false_pos, bound.n_neg, bound.false_neg, bound.n_pos
 
 
-def pairs_estimate(bound, p_value: float, claim: PrivacyClaim) -> Estimate:
+def clopper_pearson_on_counts(bound):
+    """The Clopper–Pearson ε bound of a GDP test's own counts, at its level: valid for any mechanism.
+
+    The GDP μ bound and this bound rest on the same two one-sided rate bounds (each at alpha/2), so both
+    hold together at 1 − alpha: no level is spent on the second.
+    """
+    counts = _counts(bound)
+    return dataclasses.replace(
+        bound, method="clopper-pearson", mu_lb=None, mu_ceiling=None,
+        epsilon_lb=float(rates.epsilon_lower_bound(*counts, bound.alpha, bound.delta)),
+        ceiling=float(rates.ceiling(bound.n_neg, bound.n_pos, bound.alpha, bound.delta)))
+
+
+def pairs_estimate(bound, p_value: float, claim: PrivacyClaim, model_holds: bool = False) -> Estimate:
     """The estimate of a distinguishing test: its power at its counted runs, and whether its cut says anything.
 
-    A cut is uninformative when it calls every counted run of both worlds the
-    same world (then ε_LB is 0 whatever the mechanism).
+    A GDP bound (``bound.method == "gdp"``) rests on the Gaussian-DP model: unless ``model_holds`` its ε is
+    an estimate, and the Clopper–Pearson bound of the same counts is the bound. A cut is uninformative when
+    it calls every counted run of both worlds the same world (then ε_LB is 0 whatever the mechanism).
     """
     called_one = bound.false_pos + bound.n_pos - bound.false_neg
-    optimal = power.optimal_pairs_bound(bound.n_neg, bound.n_pos, claim, bound.alpha, bound.method)
-    return Estimate(bound, p_value, optimal, called_one in (0, bound.n_neg + bound.n_pos))
+    gaussian = bound.method == "gdp"
+    fallback = clopper_pearson_on_counts(bound) if gaussian and not model_holds else None
+    headline = bound.method if fallback is None else fallback.method
+    optimal = power.optimal_pairs_bound(bound.n_neg, bound.n_pos, claim, bound.alpha, headline)
+    return Estimate(bound, p_value, optimal, called_one in (0, bound.n_neg + bound.n_pos),
+                    GAUSSIAN_DP if gaussian else ANY_MECHANISM, model_holds, fallback, _claimed(claim))
+
+
+def _claimed(claim: PrivacyClaim) -> float | None:
+    """The ε a test is judged against: the claim's, 0 for a claim of nothing (its leakage is measured)."""
+    return float(claim.epsilon) if claim.promises else 0.0
 
 
 def _no_ranking(scores: np.ndarray) -> bool:
@@ -159,7 +141,7 @@ class ClopperPearsonSplit(Estimator, kind="split"):
     threshold_rule: ClassVar[str] = "split"
     selection_fraction: Annotated[float, Gt(0), Lt(1), SELECTION_FRACTION] = 0.5
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         bound = bounds.split_epsilon_bound(scores[0], scores[1], alpha=alpha, delta=claim.delta,
                                            selection_fraction=self.selection_fraction)
         counts = _counts(bound)
@@ -190,7 +172,7 @@ class Bonferroni(Estimator, kind="bonferroni"):
         return bounds.bonferroni_epsilon_bound(scores[0], scores[1], alpha, delta, thresholds=self.thresholds,
                                                grid_size=self.grid_size, score_range=self.score_range)
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         return pairs_estimate(self._at(scores, alpha, claim.delta), p_value_from_bound(
             lambda a: self._at(scores, a, claim.delta).epsilon_lb, claim.epsilon), claim)
 
@@ -208,7 +190,7 @@ class Explicit(Estimator, kind="explicit"):
         if self.threshold_value is None:
             raise EstimatorError("threshold_value", "required with threshold_rule: explicit")
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         bound = bounds.fixed_threshold_epsilon_bound(scores[0], scores[1], self.threshold_value, self.direction,
                                                      alpha, claim.delta)
         counts = _counts(bound)
@@ -220,9 +202,12 @@ class Explicit(Estimator, kind="explicit"):
 class GaussianDP(Estimator, kind="gdp"):
     """f-DP: a μ lower bound from the error-rate bounds, converted to ε at the claim's δ.
 
-    Valid only against a claim with a Gaussian trade-off curve (it carries
-    ``gaussian_mu``); on randomized-response or Laplace claims the conversion
-    overstates ε, so those are refused.
+    μ_LB bounds the smallest μ for which the mechanism is μ-GDP, whatever the
+    mechanism: the verdict tests the claim's μ, so it judges only claims with
+    a Gaussian trade-off curve (``gaussian_mu``). Its ε is a bound only when
+    the mechanism guarantees a Gaussian curve for the pair (``model_holds``);
+    else an estimate beside the Clopper–Pearson bound of the same counts
+    (:func:`pairs_estimate`).
     """
 
     method: ClassVar[str] = "gdp"
@@ -239,13 +224,13 @@ class GaussianDP(Estimator, kind="gdp"):
                     "privacy events are not all Gaussian); use clopper-pearson")
         return None
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         self.require(claim)
         bound = gdp.split_gdp_bound(scores[0], scores[1], alpha, claim.delta, self.selection_fraction)
         counts = _counts(bound)
         return pairs_estimate(bound, p_value_from_bound(
             lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
-            claim.epsilon), claim)
+            claim.epsilon), claim, model_holds)
 
 
 @dataclass(frozen=True)
@@ -268,14 +253,14 @@ class GaussianDPExplicit(Estimator, kind="gdp-explicit"):
         if self.threshold_value is None:
             raise EstimatorError("threshold_value", "required with threshold_rule: explicit")
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         self.require(claim)
         bound = gdp.fixed_threshold_gdp_bound(scores[0], scores[1], self.threshold_value, self.direction, alpha,
                                               claim.delta)
         counts = _counts(bound)
         return pairs_estimate(bound, p_value_from_bound(
             lambda a: float(gdp.gdp_epsilon(gdp.gdp_mu_lower_bound(*counts, a), claim.delta)),
-            claim.epsilon), claim)
+            claim.epsilon), claim, model_holds)
 
 
 class _Guesses(Estimator):
@@ -304,11 +289,11 @@ class OneRun(_Guesses, kind="one-run"):
     method: ClassVar[str] = "one-run"
     guess_fraction: Annotated[Annotated[float, Gt(0), Le(0.5)] | None, GUESS_FRACTION] = None
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         k, optimal = self._guesses(scores.size, claim, alpha)
         bound = one_run.one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
         return Estimate(bound, one_run.one_run_p_value(bound.r, bound.v, claim.epsilon, claim.delta, bound.m),
-                        optimal, _no_ranking(scores))
+                        optimal, _no_ranking(scores), claim_epsilon=_claimed(claim))
 
 
 @dataclass(frozen=True)
@@ -333,7 +318,7 @@ class FDPOneRun(_Guesses, kind="fdp-one-run"):
     def refusal(self, claim: PrivacyClaim) -> str | None:
         return GaussianDP().refusal(claim)
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         self.require(claim)
         k, optimal = self._guesses(scores.size, claim, alpha)
         bound = one_run.fdp_one_run_audit(scores, np.asarray(worlds).astype(bool), k, k, alpha, claim.delta)
@@ -347,22 +332,35 @@ class FDPOneRun(_Guesses, kind="fdp-one-run"):
             if mu_lb > claim.gaussian_mu:  # else both p-values are ≥ alpha: the recursion's suffices
                 p_value = min(p_value, one_run_lp.tail_bound(bound.r, bound.v, bound.m, claim.gaussian_mu, alpha))
             optimal = power.programme_figure(bound.m, claim, alpha, k) if optimal is not None else None
-        return Estimate(bound, p_value, optimal, _no_ranking(scores))
+        fallback = None
+        if not model_holds:  # the Steinke–Nasr–Jagielski bound of the same guesses: valid for any mechanism
+            fallback = one_run.OneRunResult(
+                epsilon_lb=one_run.one_run_epsilon_lower_bound(bound.r, bound.v, bound.m, alpha, claim.delta),
+                ceiling=one_run.one_run_ceiling(bound.r, bound.m, alpha, claim.delta), alpha=bound.alpha,
+                delta=bound.delta, r=bound.r, v=bound.v, m=bound.m, k_pos=bound.k_pos, k_neg=bound.k_neg)
+            optimal = power.one_run_figure(bound.m, claim, alpha, k)
+        return Estimate(bound, p_value, optimal, _no_ranking(scores), self.valid_for, model_holds, fallback,
+                        _claimed(claim))
 
 
 @dataclass(frozen=True)
 class GaussFit(Estimator, kind="gauss-fit"):
     """Gaussian fit of the canary scores (after "Let's Ask Gauss", 2026): a μ bound from every score.
 
-    Valid when, given its bit, each canary's score is Gaussian with one
-    common variance, independently across canaries (isolated canaries under
-    Gaussian noise); see :mod:`recaudit.audits.stats.gauss_fit`. The model is checked
-    at ``check_alpha`` (0: not checked) and a rejected model gives no bound.
+    A bound only when, given its bit, each canary's score is Gaussian with one
+    common variance, independently across canaries, *by construction* (the
+    runner's ``model_holds``); see :mod:`recaudit.audits.stats.gauss_fit`.
+    Otherwise its figure is an estimate: no goodness-of-fit test can make it
+    a bound (randomized response with Gaussian jitter passes the checks at
+    10⁴ canaries and the fit overstates ε; docs/statistics.md, "Validity"),
+    and the bound, the verdict and the power figure are those of ``one-run``
+    on the same canaries. The model is checked at ``check_alpha`` (0: not
+    checked): a rejected model gives no estimate.
     Any claim with δ > 0: the Gaussian scores alone imply ε at δ.
     """
 
     method: ClassVar[str] = "gauss-fit"
-    valid_for: ClassVar[str] = "Gaussian scores"
+    valid_for: ClassVar[str] = GAUSSIAN_SCORES
     input: ClassVar[str] = "canaries"
     check_alpha: Annotated[float, Ge(0), Lt(1),
                            Field(description="gauss-fit: level of the Gaussian model checks (0: none)")] = 0.01
@@ -373,12 +371,17 @@ class GaussFit(Estimator, kind="gauss-fit"):
                     "epsilon-DP (delta = 0); use one-run")
         return None
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         self.require(claim)
-        bound = gauss_fit.gauss_fit_audit(scores, worlds, alpha, claim.delta, self.check_alpha)
-        p_value = 1.0 if bound.model_rejected else gauss_fit.claim_p_value(bound, claim.epsilon)
-        return Estimate(bound, p_value, power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, claim, alpha),
-                        _no_ranking(scores) or bound.model_rejected)
+        bound = gauss_fit.gauss_fit_audit(scores, worlds, alpha, claim.delta, 0.0 if model_holds else self.check_alpha)
+        if model_holds:  # Gaussian scores by construction: the fit's bound is a bound
+            return Estimate(bound, gauss_fit.claim_p_value(bound, claim.epsilon),
+                            power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, claim, alpha), _no_ranking(scores),
+                            self.valid_for, True, None, _claimed(claim))
+        # else the fit is an estimate: the bound, the verdict and the power are the one-run bound's (planned guesses)
+        guesses = OneRun().estimate(scores, worlds, claim, alpha)
+        return Estimate(bound, guesses.p_value, guesses.optimal, guesses.cannot_tell, self.valid_for, False,
+                        guesses.bound, _claimed(claim))
 
 
 def estimator_for(method: str, threshold_rule: str) -> type[Estimator]:

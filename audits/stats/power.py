@@ -29,7 +29,7 @@ from .planning import trade_off_curve
 from .rates import epsilon_lower_bound
 
 __all__ = ["claim_curve", "optimal_pairs_bound", "optimal_gauss_fit_bound", "plan_guesses", "programme_figure",
-           "GUESS_GRID"]
+           "one_run_figure", "GUESS_GRID"]
 
 #: candidate guess counts per side the one-run plan compares (log-spaced from 1 to m/2)
 GUESS_GRID = 48
@@ -120,6 +120,17 @@ def programme_figure(m: int, claim, alpha: float, k: int) -> float | None:
     if curve is None or claim.gaussian_mu is None or k < 1:
         return None
     return float(gdp_epsilon(lp_mu_lower_bound(2 * k, _expected_right(m, k, curve), m, alpha), claim.delta))
+
+
+@functools.lru_cache(maxsize=256)
+def one_run_figure(m: int, claim, alpha: float, k: int) -> float | None:
+    """The Steinke–Nasr–Jagielski bound at ``k`` guesses a side and the expected right guesses if the claim were
+    tight: the power figure of a one-run bound made on guesses planned for another estimator (the fallback of
+    ``fdp-one-run`` and ``gauss-fit``)."""
+    curve = claim_curve(claim)
+    if curve is None or k < 1:
+        return None
+    return float(one_run_epsilon_lower_bound(2 * k, _expected_right(m, k, curve), m, alpha, claim.delta))
 
 
 def optimal_gauss_fit_bound(n_out: int, n_in: int, claim, alpha: float) -> float | None:

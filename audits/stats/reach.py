@@ -33,3 +33,34 @@ def pair_reach(law: str, reach: np.ndarray, claim, epsilon_lb: float) -> dict | 
             "looseness": claimed / epsilon if claimed is not None and epsilon > 0 else None,
             "tightness_vs_pair": epsilon_lb / epsilon if epsilon > 0 and math.isfinite(epsilon) else None}
     return out
+
+
+def reachable_optimal(estimate, reach: dict | None, claim) -> float | None:
+    """What the optimal test would show on the same runs if the mechanism were exactly as private as the audited
+    pair reaches (``epsilon_pair``, with the pair's μ for Gaussian noise), when that is below the claim; else None.
+
+    The figure to set beside ε_LB when the claim is loose: the ``optimal`` figure of an estimate is computed
+    as if the claim were tight, which no audit of this pair can approach (docs/statistics.md, "Tight audits").
+    Same estimator and counts as the printed bound (its headline: the unconditional fallback of an estimate).
+    """
+    import dataclasses
+
+    from . import power
+
+    if not reach or reach.get("epsilon_pair") is None or not claim.promises:
+        return None
+    eps_pair = float(reach["epsilon_pair"])
+    if not (0 < eps_pair < claim.epsilon * (1 - 1e-3)) or not math.isfinite(eps_pair):  # reached: no second figure
+        return None
+    gaussian = reach["law"] == "gaussian"
+    at_pair = dataclasses.replace(claim, epsilon=eps_pair, gaussian_mu=reach["mu_pair"] if gaussian else None)
+    bound = estimate.headline
+    if hasattr(bound, "false_pos"):  # a distinguishing test's counts
+        return power.optimal_pairs_bound(bound.n_neg, bound.n_pos, at_pair, bound.alpha, bound.method)
+    if hasattr(bound, "k_pos"):  # one-run guesses (the planned count stays the claim's)
+        if bound.method == "fdp-one-run":
+            return power.programme_figure(bound.m, at_pair, bound.alpha, bound.k_pos) if gaussian else None
+        return power.one_run_figure(bound.m, at_pair, bound.alpha, bound.k_pos)
+    if hasattr(bound, "n_in") and at_pair.delta > 0:
+        return power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, at_pair, bound.alpha)
+    return None

@@ -366,10 +366,11 @@ class SequentialEstimator(Estimator):
     batch: int = 50_000
     budget: int = 200_000
 
-    def estimate(self, scores, worlds, claim, alpha):
+    def estimate(self, scores, worlds, claim, alpha, model_holds=False):
         epsilon = claim.epsilon if claim.promises else 0.0
         bound = sequential_audit(np.asarray(scores, dtype=float), epsilon, claim.delta, alpha, self.batch,
                                  self.budget, grow=False)
         called_one = bound.false_pos + bound.n_pos - bound.false_neg
         counted = bound.n_neg + bound.n_pos
-        return Estimate(bound, bound.p_value, None, counted > 0 and called_one in (0, counted))
+        return Estimate(bound, bound.p_value, None, counted > 0 and called_one in (0, counted),
+                        claim_epsilon=epsilon)
