@@ -77,7 +77,10 @@ class EstimatorResult:
         return {"estimator": self.estimator, "epsilon_lb": self.epsilon_lb, "ceiling": self.ceiling,
                 "uninformative": self.uninformative, "valid_for": self.valid_for, "method": self.method,
                 "threshold_rule": self.threshold_rule, "alpha": self.estimate.alpha, "p_value": self.p_value,
-                "optimal_epsilon_lb": self.estimate.optimal, "bound": self.estimate.bound.to_dict()}
+                "optimal_epsilon_lb": self.estimate.optimal, "bound": self.estimate.bound.to_dict(),
+                # epsilon_lb is always a bound; a model's figure the scores do not guarantee is an estimate
+                "is_bound": self.estimate.is_bound, "epsilon_estimate": self.estimate.epsilon_estimate,
+                "bound_method": self.estimate.bound_method, "at_ceiling": self.estimate.at_ceiling}
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,11 @@ class Estimates:
         mu = "" if c.gaussian_mu is None else f", mu = {c.gaussian_mu:g}"
         what = (f"{self.counts['in']} canaries in, {self.counts['out']} out (one run)" if self.design == "member"
                 else f"{self.counts['world0']} runs in world 0, {self.counts['world1']} in world 1")
-        head = ["estimator", "eps_lb", "ceiling", "p(claim)", "informative", "valid for"]
+        head = ["estimator", "eps_lb", "ceiling", "p(claim)", "informative", "estimate (not a bound)", "valid for"]
         rows = [[r.estimator, f"{r.epsilon_lb:.4f}", f"{r.ceiling:.4f}", f"{r.p_value:.3g}",
-                 "no" if r.uninformative else "yes", r.valid_for] for r in self.results]
+                 "no" if r.uninformative else "yes",
+                 "-" if r.estimate.epsilon_estimate is None else f"{r.estimate.epsilon_estimate:.4f}", r.valid_for]
+                for r in self.results]
         widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
         lines = [f"{what}; claim eps = {c.epsilon:g}, delta = {c.delta:g}{mu}; alpha = {self.alpha:g}",
                  "  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
