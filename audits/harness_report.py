@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .harness import AuditRun, NeighbourSearch
 from .reports.report import claim_delta, claim_epsilon, finite, md, render_html
+from .reports.report_text import uninformative_reason
 from .store import write_text
 
 #: libraries whose versions a library audit records when they are installed
@@ -62,8 +63,8 @@ def summary(report: dict) -> str:
     """The audit in one sentence (with the reproducibility caveat when it applies)."""
     delta = f", δ = {claim_delta(report['claim']['delta'])}" if report["claim"]["delta"] else ""
     if report["uninformative"]:
-        shows = ("is uninformative (its best cut calls every run one world), so ε_LB = 0 is no evidence about "
-                 "the claim")
+        shows = (f"is uninformative ({uninformative_reason(report)}), so its ε_LB = {report['epsilon_lb']:.3g} is "
+                 "no evidence about the claim")
     else:
         shows = (f"shows ε ≥ {report['epsilon_lb']:.3g} at {100 * report['confidence']:.4g} % confidence "
                  f"(ceiling {report['ceiling']:.3g})")
@@ -102,7 +103,7 @@ def _optimal_text(report: dict) -> str:
     """The optimal test's figure and the uninformative flag, for the md and html tables."""
     optimal = report["optimal_epsilon_lb"]
     text = "n/a (no claim)" if optimal is None else f"{optimal:.4g} on these runs if the claim were exactly tight"
-    return text + ("; the test is UNINFORMATIVE (its cut calls every run one world)" if report["uninformative"]
+    return text + (f"; the test is UNINFORMATIVE ({uninformative_reason(report)})" if report["uninformative"]
                    else "")
 
 

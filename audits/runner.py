@@ -39,7 +39,7 @@ from .progress_log import beating
 from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
-from .stats.reach import pair_reach
+from .stats.reach import gaussian_by_construction, pair_reach  # noqa: F401 (gaussian_by_construction: the rule)
 from .stats.sequential import SequentialRule
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
@@ -276,28 +276,6 @@ def attack_label(config) -> str:
     """An attack's name in the report: its kind, and the view it reads when the scenario sets one."""
     view = getattr(config, "view", None)
     return config.kind if view is None else f"{config.kind} ({view})"
-
-
-def gaussian_by_construction(laws: set, reaches) -> bool:
-    """Whether a pair's privacy loss is exactly Gaussian, so Gaussian-DP bounds on its tests are bounds.
-
-    The mechanism noises every white-box statistic with Gaussian noise of a published σ (``statistic_noise``)
-    and the pair's reach μ (``sqrt(Σ_t ‖d_t‖²)/σ``, measured in every run by an attack that replays the
-    statistics, ``known_noise``) is the same in every run. The log-likelihood ratio of the statistics is
-    then a sum of terms each Gaussian given the past with a variance fixed in advance, so it is exactly
-    ``N(∓μ²/2, μ²)`` in the two worlds: the pair's trade-off curve on the statistics is the μ-GDP curve.
-    Every test on them, or on a view computed from them (the releases), has error rates on or above that
-    curve, so μ_LB ≤ μ and the Gaussian-DP ε of μ_LB is at most the pair's ε at δ, itself at most the
-    mechanism's (docs/statistics.md, "Two kinds of bound").
-    """
-    if laws != {"gaussian"}:
-        return False
-    for reach in reaches:
-        mu = None if reach is None else np.asarray(reach, float)
-        if mu is not None and mu.size and np.isfinite(mu).all() and np.max(mu) > 0 \
-                and np.ptp(mu) <= 1e-9 * np.max(mu):
-            return True
-    return False
 
 
 def judge(runs: list[ScoredTest], estimator, claim: PrivacyClaim, alpha: float,

@@ -64,3 +64,25 @@ def reachable_optimal(estimate, reach: dict | None, claim) -> float | None:
     if hasattr(bound, "n_in") and at_pair.delta > 0:
         return power.optimal_gauss_fit_bound(bound.n_out, bound.n_in, at_pair, bound.alpha)
     return None
+
+
+def gaussian_by_construction(laws: set, reaches) -> bool:
+    """Whether a pair's privacy loss is exactly Gaussian, so Gaussian-DP bounds on its tests are bounds.
+
+    The mechanism noises every white-box statistic with Gaussian noise of a published σ (``statistic_noise``)
+    and the pair's reach μ (``sqrt(Σ_t ‖d_t‖²)/σ``, measured in every run by an attack that replays the
+    statistics, ``known_noise``) is the same in every run. The log-likelihood ratio of the statistics is
+    then a sum of terms each Gaussian given the past with a variance fixed in advance, so it is exactly
+    ``N(∓μ²/2, μ²)`` in the two worlds: the pair's trade-off curve on the statistics is the μ-GDP curve.
+    Every test on them, or on a view computed from them (the releases), has error rates on or above that
+    curve, so μ_LB ≤ μ and the Gaussian-DP ε of μ_LB is at most the pair's ε at δ, itself at most the
+    mechanism's (docs/statistics.md, "Two kinds of bound").
+    """
+    if laws != {"gaussian"}:
+        return False
+    for reach in reaches:
+        mu = None if reach is None else np.asarray(reach, float)
+        if mu is not None and mu.size and np.isfinite(mu).all() and np.max(mu) > 0 \
+                and np.ptp(mu) <= 1e-9 * np.max(mu):
+            return True
+    return False
