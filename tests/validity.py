@@ -94,7 +94,8 @@ def _lattice_delta(eps, support=200):
     w = np.exp(-eps * np.abs(k))
     p0 = w / w.sum()
     p1 = np.exp(-eps * np.abs(k - 1)) / w.sum()
-    return lambda e: float(max(np.sum(np.maximum(p1 - math.exp(e) * p0, 0)), np.sum(np.maximum(p0 - math.exp(e) * p1, 0))))
+    return lambda e: float(max(np.sum(np.maximum(p1 - math.exp(e) * p0, 0)),
+                               np.sum(np.maximum(p0 - math.exp(e) * p1, 0))))
 
 
 def _lattice_draw(eps):

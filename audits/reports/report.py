@@ -30,7 +30,7 @@ from .report_text import (CEILING_NOTE, TEST_COLUMNS, _fmt, _strongest, accounti
 from ..store import write_bytes, write_json, write_text
 
 SCHEMA_VERSION = 3  # 2: summary, utility.reference, world.timeline; non-finite numbers are null
-#                    3: epsilon_lb is always a bound (valid_for, model_holds, bound_method, epsilon_estimate, at_ceiling)
+#                    3: epsilon_lb always a bound (valid_for, model_holds, bound_method, epsilon_estimate, at_ceiling)
 SCHEMA_FILE = "report.schema.json"
 PACKAGES = ("recaudit", "numpy", "scipy", "simpy", "pandas", "statsmodels", "pydantic", "pyyaml")
 

@@ -350,9 +350,11 @@ def trainer_lines(report: dict) -> list[str]:
               "| estimator | assumes | " + " | ".join(md(a) for a in t["attacks"]) + " |",
               "|---|---|" + "---:|" * len(t["attacks"])]
     for e in t["estimators"]:
-        kind = "bound" if e["bound"] else "estimate"
-        lines.append(f"| {e['estimator']} ({kind}) | {md(e['assumes'])} | "
+        kind = "" if e["bound"] else f" (its model's figure an estimate; bound: {e.get('bound_method', 'one-run')})"
+        guess = e.get("epsilon_estimate") or {}
+        lines.append(f"| {e['estimator']}{kind} | {md(e['assumes'])} | "
                      + " | ".join(_fmt(e["epsilon_lb"][a]) + (" (uninformative)" if e["uninformative"][a] else "")
+                                  + (f"; estimate {guess[a]:.4g}" if guess.get(a) is not None else "")
                                   for a in t["attacks"]) + " |")
     return lines
 
