@@ -187,6 +187,10 @@ def run(out: Path, counts, epsilon: float, trials: int, alpha: float, world: Stu
     return rows
 
 
+#: measured (2 shared cores, user CPU): one full run of the 100 x 100 world, peak memory
+SECONDS_PER_RUN, MEMORY = 0.005, 300 * 2 ** 20
+
+
 @dataclass
 class McSherryMironovPerUserStudy(Study, kind="mcsherry_mironov_per_user"):
     """McSherry–Mironov (Laplace, per-rating ε) audited at user level on its own rank-one world (``users`` x
@@ -204,6 +208,13 @@ class McSherryMironovPerUserStudy(Study, kind="mcsherry_mironov_per_user"):
         if 2 * max(self.counts) > self.items:
             raise DataTooSmall(f"counts: {max(self.counts)} ratings replaced need {2 * max(self.counts)} items; "
                                f"the world has {self.items}")
+
+    def estimate(self, seed: int, limits) -> dict:
+        """CPU from measured runs (``SECONDS_PER_RUN`` a full run of the 100 x 100 world, two worlds x ``trials``
+        per count, scaled by users x items); memory as measured (``MEMORY``)."""
+        runs = 2 * self.trials * len(self.counts)
+        return {"seconds": runs * SECONDS_PER_RUN * self.users * self.items / 10_000, "memory": MEMORY,
+                "basis": f"{runs} full runs of a {self.users} x {self.items} world, from measured runs"}
 
     def run(self, out: Path, seed: int, log) -> list[Path]:
         run(out, self.counts, self.epsilon, self.trials, self.alpha, StudyWorld(self.users, self.items, 20, seed), log)

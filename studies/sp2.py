@@ -376,6 +376,10 @@ def parse_allocation(text: str) -> tuple[str, tuple[float, float]]:
     return scheme, (a, b)
 
 
+#: measured on MovieLens-100K (2 shared cores, user CPU): a split's fixed fits, an allocation's methods, peak memory
+SECONDS_PER_SPLIT, SECONDS_PER_ALLOCATION, AUDIT_SECONDS, MEMORY = 15.0, 11.6, 60.0, 400 * 2 ** 20
+
+
 @dataclass
 class SP2Study(Study, kind="sp2"):
     """SP2's Table 2 on a ratings file (``dataset`` fetched by ``recaudit data``, or ``ratings``): all public,
@@ -409,6 +413,16 @@ class SP2Study(Study, kind="sp2"):
         if rich < 2 * self.clusters or data.n_items < 2 * self.clusters:
             raise DataTooSmall(f"{ratings}: {data.n_users} users ({rich} with 5 ratings or more) and {data.n_items} "
                                f"items are too few for {self.clusters} clusters (at least {2 * self.clusters} of each)")
+
+    def estimate(self, seed: int, limits) -> dict:
+        """CPU from measured runs on MovieLens-100K (80,000 training ratings; ``SECONDS_PER_SPLIT`` for a split's
+        all-public, all-private and Surprise fits, ``SECONDS_PER_ALLOCATION`` for an allocation's four methods),
+        scaled by the file's ratings and the factors; memory as measured (``MEMORY``)."""
+        ratings = self._file()
+        scale = (1.0 if ratings is None else load_ratings(ratings).train.nnz / 80_000) * self.factors / 100
+        seconds = self.splits * (SECONDS_PER_SPLIT + SECONDS_PER_ALLOCATION * len(self._allocations)) * scale
+        return {"seconds": seconds + (AUDIT_SECONDS if self.audit_trials else 0.0), "memory": MEMORY,
+                "basis": f"{self.splits} splits x {len(self._allocations)} allocations, from measured runs"}
 
     def run(self, out: Path, seed: int, log) -> list[Path]:
         ratings = self._file()

@@ -402,6 +402,10 @@ def run(out: Path, ratings: Path | None, n_private: int, trials: int, seed: int,
     return finite(result)
 
 
+#: measured on MovieLens-100K (2 shared cores, user CPU): a replicate, a leakage trial, peak memory
+SECONDS_PER_REPLICATE, SECONDS_PER_TRIAL, MEMORY = 120.0, 0.1, 400 * 2 ** 20
+
+
 @dataclass
 class XinJaakkolaStudy(Study, kind="xin_jaakkola"):
     """Xin–Jaakkola's table on a ratings file (``dataset`` fetched by ``recaudit data``, or ``ratings``): every
@@ -425,6 +429,15 @@ class XinJaakkolaStudy(Study, kind="xin_jaakkola"):
         ratings = self._file()
         if ratings is not None:
             file_world(ratings, self.private, 0, self.items)
+
+    def estimate(self, seed: int, limits) -> dict:
+        """CPU from measured runs on MovieLens-100K (``SECONDS_PER_REPLICATE`` at 600 private users, 100 items,
+        scaled by the private users and the items; the first replicate's leakage audit ``SECONDS_PER_TRIAL``
+        a trial); memory as measured (``MEMORY``)."""
+        scale = self.private / 600 * max(self.items or 1682, 1) / 100
+        seconds = self.replicates * SECONDS_PER_REPLICATE * scale + SECONDS_PER_TRIAL * self.trials
+        return {"seconds": seconds, "memory": MEMORY,
+                "basis": f"{self.replicates} replicates of {self.private} private users, from measured runs"}
 
     def run(self, out: Path, seed: int, log) -> list[Path]:
         ratings = self._file()

@@ -98,3 +98,72 @@ def test_matrix_completion_study_over_splits_beside_the_mean(tmp_path):
     small = scenario(tmp_path, "mc2", f"{{kind: matrix_completion, ratings: '{data}', mechanisms: [{fw}], "
                                       "min_users: 1000}")
     assert main(["run", small, "--out", str(tmp_path / "out2")]) == 2 and not (tmp_path / "out2").exists()
+
+
+def _mc_file(tmp_path):
+    from recaudit.studies.sp2 import star_world
+
+    return write_population_file(tmp_path / "u.data", star_world(150, 40, 15, 2), 150, seed=2, format="udata")
+
+
+FW = ("{kind: private_frank_wolfe, delta: 1.0e-6, iterations: 3, row_bound: 3.0, centre: private, "
+      "min_rating: 1, max_rating: 5}")
+
+
+def test_a_study_prints_its_estimate_before_any_work(tmp_path, capsys):
+    path = scenario(tmp_path, "mc", f"{{kind: matrix_completion, ratings: '{_mc_file(tmp_path)}', splits: 1, "
+                                    f"epsilons: [1], mechanisms: [{FW}], min_users: 100}}")
+    assert main(["run", path, "--out", str(tmp_path / "out")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "estimated" in first and "CPU" in first and "MB" in first
+
+
+def test_a_study_over_its_limits_is_one_line_of_bad_input(tmp_path, capsys):
+    path = tmp_path / "mc.yaml"
+    path.write_text(f"name: mc\nseed: 3\nlimits: {{hours: 1.0e-6}}\nstudy: {{kind: matrix_completion, ratings: "
+                    f"'{_mc_file(tmp_path)}', splits: 1, epsilons: [1], mechanisms: [{FW}], min_users: 100}}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "limits.hours" in err[0] and "\\n" not in err[0]
+    assert not (tmp_path / "out").exists()
+    path.write_text(path.read_text().replace("hours: 1.0e-6", "memory_gb: 0.01"))
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "limits.memory_gb" in err[0] and "\\n" not in err[0]
+
+
+@pytest.mark.parametrize("block", ["{kind: sp2, splits: 2}", "{kind: xin_jaakkola, replicates: 2}",
+                                   "{kind: mcsherry_mironov_per_user, counts: [1, 2]}"])
+def test_every_study_kind_estimates_its_cost(block):
+    from recaudit.audits.language.limits import LimitsConfig
+    from recaudit.audits.language.studies import StudyScenario
+
+    study = StudyScenario.model_validate({"name": "s", "seed": 0, "study": yaml_block(block)}).build()
+    cost = study.estimate(0, LimitsConfig())
+    assert cost["seconds"] > 0 and cost["memory"] > 0 and cost["basis"]
+
+
+def yaml_block(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def test_a_study_point_costs_its_world_alone_not_an_audit_s_canaries():
+    """The point's scenario names a one-run audit of 200,000 canaries it never runs (measure_world): the estimate
+    counts the panel's users only (it used to count the canaries: 10.1 GiB for a MovieLens-100K point)."""
+    from recaudit.audits.language.limits import estimate_cost
+    from recaudit.audits.language.scenario import Scenario
+    from recaudit.audits.language.sections import build
+    from recaudit.mechanisms import MECHANISMS
+
+    data = {"name": "p", "seed": 1, "panel": {}, "mechanism": yaml_block(FW) | {"epsilon": 1.0},
+            "population": {"kind": "rank_one_matrix", "n_users": 500, "n_items": 40, "ratings_per_user": 10},
+            "audit": {"design": "one_run", "method": "one-run", "trials": 200_000},
+            "attack": {"kind": "subspace_alignment"}}
+    one = Scenario.model_validate(data, context={"world_only": True})
+    alone = estimate_cost(one, build(one.mechanism, MECHANISMS), world_only=True)
+    audited = estimate_cost(one, build(one.mechanism, MECHANISMS))
+    assert alone["users"] == 500 and audited["users"] == 200_500
+    assert alone["audit_seconds"] == 0 and alone["memory"] < audited["memory"]
+    assert alone["rounds"] == 3 + 2 + 1  # the iterations, the two centring rounds and the release

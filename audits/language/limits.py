@@ -172,8 +172,11 @@ def world_facts(scenario, base_dir=None) -> tuple[WorldInfo | None, float | None
 
 
 def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers: int | None = None,
-                  base_dir=None) -> dict[str, float]:
+                  base_dir=None, world_only: bool = False) -> dict[str, float]:
     """The cost terms of ``scenario`` (see the module docstring); memory terms in bytes.
+
+    ``world_only``: the world's run alone, no audit (a study's point, ``recaudit.audits.runner.measure_world``):
+    no canaries, scores, trial blocks or audit time.
 
     ``executor_type`` and ``workers`` override the scenario's executor (the command line's ``--executor``,
     ``--workers``);
@@ -191,9 +194,11 @@ def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers
     if scenario.panel is not None:  # a fixed cohort: its size and the mechanism's rounds, one release
         panel = scenario.panel
         cost["users"] = float(panel.n_users or (size or 0) - mechanism.public_panel())
-        cost["rounds"] = float(panel.rounds or getattr(mechanism, "iterations", 1)) + 1
+        cost["rounds"] = float(panel.rounds or getattr(mechanism, "rounds", getattr(mechanism, "iterations", 1))) + 1
         batch_size = panel.batch_size
-    if audit.design_name == "one_run":  # its canaries are users of the run too
+    if world_only:
+        cost["trials"] = cost["scores"] = 0.0
+    elif audit.design_name == "one_run":  # its canaries are users of the run too
         cost["users"] += float(audit.trials) * audit.targets
     cost["process"] = float(PROCESS_BYTES)
     if n_items is not None:
@@ -204,7 +209,9 @@ def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers
         cost["operations"], cost["once"] = own.operations, own.once
         cost["held_user_operations"], cost["user_operations"] = own.held_user_operations, own.user_operations
         cost["state"] = max(state_bytes(mechanism, world) or 0.0, own.state_bytes)
-        if audit.design_name == "batched_runs":  # a block of whole runs at once, in this process or a worker's
+        if world_only:
+            pass
+        elif audit.design_name == "batched_runs":  # a block of whole runs at once, in this process or a worker's
             cost["runs"] = min(audit.block_size, audit.trials) * own.run_bytes
         elif audit.design_name == "full_runs":  # a block's runs in both worlds, each run's releases and outputs kept
             releases = cost["rounds"] if scenario.panel is not None else churn.horizon / churn.release_interval
@@ -220,11 +227,11 @@ def estimate_cost(scenario, mechanism, executor_type: str | None = None, workers
     if "runs" in cost:  # a block of runs in each process that runs one (the workers' if any, else this one)
         cost["runs"] *= min(cost["processes"], audit.targets * math.ceil(audit.trials / audit.block_size))
     cost["memory"] = sum(cost.get(k, 0.0) for k in MEMORY_TERMS)
-    cost["blocks"] = 0.0 if audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
+    cost["blocks"] = 0.0 if world_only or audit.design_name == "one_run" else audit.targets * math.ceil(audit.trials /
                                                                                           audit.block_size)
     cost["files"] = cost["blocks"]
     world, audit_work = protocol_work(scenario, cost, n_items or 1)
-    cost["world_seconds"], cost["audit_seconds"] = seconds_of(world), seconds_of(audit_work)
+    cost["world_seconds"], cost["audit_seconds"] = seconds_of(world), 0.0 if world_only else seconds_of(audit_work)
     cost["seconds"] = SECONDS_PER["commands"] + cost["world_seconds"] + cost["audit_seconds"]
     return cost
 

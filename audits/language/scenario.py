@@ -77,7 +77,9 @@ class Scenario(BaseModel):
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
         if getattr(build(self.mechanism, MECHANISMS), "trains", False):
             return self  # a trainer has no rounds: _audit_fits_the_claim checks it against its world
-        cost = estimate_cost(self, build(self.mechanism, MECHANISMS), base_dir=(info.context or {}).get("base_dir"))
+        context = info.context or {}
+        cost = estimate_cost(self, build(self.mechanism, MECHANISMS), base_dir=context.get("base_dir"),
+                             world_only=bool(context.get("world_only")))
         for field, message in over_limits(cost, self.limits, panel=_panel_size_field(self))[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_valid
 from recaudit.core.errors import BadInput
 from recaudit.core.registry import Registry
 
+from .limits import GIB, LimitsConfig, hours
 from .sections import STRICT, folder_name
 
 #: every study, by the kind a scenario names; a class registers itself where it is defined
@@ -52,6 +53,29 @@ class Study:
     def run(self, out: Path, seed: int, log: Callable[[str], None]) -> list[Path]:
         """Compute the tables into ``out`` (resuming the parts already saved there); the files written."""
         raise NotImplementedError
+
+    def estimate(self, seed: int, limits: LimitsConfig) -> dict[str, Any]:
+        """What the whole study will cost before any work: ``seconds`` (CPU on 2 cores), ``memory`` (peak bytes)
+        and ``basis`` (how it was estimated). Subclasses say; each states how it was checked."""
+        raise NotImplementedError
+
+
+def check_study_limits(name: str, cost: dict[str, Any], limits: LimitsConfig) -> None:
+    """Refuse a study over ``limits`` (hours, memory) in one line naming the field to raise."""
+    if cost["memory"] > limits.memory_gb * GIB:
+        raise BadInput(f"{name}: the study would need about {cost['memory'] / GIB:.3g} GiB, over limits.memory_gb = "
+                       f"{limits.memory_gb:g} (raise limits.memory_gb in the scenario on purpose)")
+    if cost["seconds"] > limits.hours * 3600:
+        raise BadInput(f"{name}: the study would take about {hours(cost['seconds'])} on 2 cores, over limits.hours = "
+                       f"{limits.hours:g} (raise limits.hours in the scenario on purpose)")
+
+
+def describe_estimate(cost: dict[str, Any]) -> str:
+    """The estimate as one line: time, memory and what it counts."""
+    seconds = cost["seconds"]
+    when = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+    return f"estimated {when} of CPU on 2 cores, peak about {cost['memory'] / 2 ** 20:.0f} MB ({cost['basis']})"
 
 
 def study_kinds() -> Registry:
@@ -90,6 +114,7 @@ class StudyScenario(BaseModel):
     description: str = ""
     seed: int = Field(ge=0)
     study: dict[str, Any]
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("name")
     @classmethod
