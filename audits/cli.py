@@ -253,13 +253,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_study(args: argparse.Namespace, scenario: StudyScenario) -> int:
     """A study: refused before any work when it cannot run; every part saved as it finishes (a rerun resumes)."""
-    from .language.studies import check_study_limits, describe_estimate
-
     study = scenario.build()
     study.check()
-    cost = study.estimate(scenario.seed, scenario.limits)  # before any work; refused in one line over the limits
-    check_study_limits(f"{args.scenario}", cost, scenario.limits)
-    print(f"{scenario.name}: {describe_estimate(cost)}", flush=True)
+    print(scenario.announce(study, args.scenario), flush=True)  # the estimate, before any work (over limits: refused)
     out = args.out or Path("runs") / scenario.name
     reporter = ConsoleReporter(args.quiet)
     with hold_folder(out), beating(reporter):  # a study's parts report as they finish: a line while they run

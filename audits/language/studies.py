@@ -129,3 +129,9 @@ class StudyScenario(BaseModel):
 
     def build(self) -> Study:
         return build_study(self.study)
+
+    def announce(self, study: Study, where: str) -> str:
+        """The study's estimate as one line, before any work; ``BadInput`` (one line) over ``limits``."""
+        cost = study.estimate(self.seed, self.limits)
+        check_study_limits(where, cost, self.limits)
+        return f"{self.name}: {describe_estimate(cost)}"
