@@ -102,6 +102,9 @@ def completion_rmse(transcript: Transcript, test, source: np.ndarray | None = No
         predictions = predicted_at(outputs, held.row, held.col)
         result["rmse"] = rmse(predictions, held.data)
         result["zero_rmse"] = rmse(np.zeros(held.nnz), held.data)
+        alone = outputs.centring_only() if hasattr(outputs, "centring_only") else None
+        if alone is not None:  # the run's own private bias model: its released centring and users' offsets
+            result["centring_rmse"] = rmse(alone.at(held.row, held.col), held.data)
         result["mean_rmse"] = None if train_mean is None else rmse(np.full(held.nnz, train_mean), held.data)
         if train is not None:
             for name, predicted in baseline_predictions(train, rows_of[held.row], held.col).items():
@@ -151,6 +154,10 @@ def utility_summary(utility: dict) -> str:
                    + f": {utility['rmse'] - bias:+.4g} against the bias model"
                    + ("; worse than the non-private bias model" if utility["rmse"] > bias else "")
                    if bias is not None else "")
+                + (f"; its own private bias model (the centring alone) {utility['centring_rmse']:.4g}"
+                   + ("; worse than its private bias model: the private low-rank part adds nothing, or harms"
+                      if utility["rmse"] > utility["centring_rmse"] else "")
+                   if utility.get("centring_rmse") is not None else "")
                 + ("; worse than predicting 0: too few users for what the mechanism estimates, its noise and "
                    "sampling error outweigh the signal)" if worse else ")"))
     if utility.get("metric") == COVARIANCE_METRIC:

@@ -39,19 +39,22 @@ class LowRankRows:
     basis: np.ndarray  # (rank, n_items)
     #: predictions clamped to this (low, high) rating range (a predictor that clamps, e.g. McSherry–Mironov's)
     clip: tuple[float, float] | None = None
+    #: the leading basis rows that are the run's centring (``MAvg`` and the user offset's all-ones): the private bias
+    #: model alone, which utility reports score beside the whole prediction (0: none)
+    centring: int = 0
 
     def __len__(self) -> int:
         return self.coefficients.shape[0]
 
     def __getitem__(self, index) -> "LowRankRows":
-        return LowRankRows(self.coefficients[index], self.basis, self.clip)
+        return LowRankRows(self.coefficients[index], self.basis, self.clip, self.centring)
 
     @classmethod
     def concat(cls, parts: "list[LowRankRows]") -> "LowRankRows":
         basis = parts[0].basis
         if any(p.basis is not basis and not np.array_equal(p.basis, basis) for p in parts):
             raise ValueError("rows over different bases cannot be stacked")
-        return cls(np.concatenate([p.coefficients for p in parts]), basis, parts[0].clip)
+        return cls(np.concatenate([p.coefficients for p in parts]), basis, parts[0].clip, parts[0].centring)
 
     def _clipped(self, values: np.ndarray) -> np.ndarray:
         return values if self.clip is None else np.clip(values, *self.clip)
@@ -63,6 +66,12 @@ class LowRankRows:
     def at(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         """Predicted entries ``(users[e], items[e])``, computed entry by entry (no dense rows)."""
         return self._clipped(np.einsum("er,re->e", self.coefficients[users], self.basis[:, items], optimize=False))
+
+    def centring_only(self) -> "LowRankRows | None":
+        """The rows' centring alone (the private bias model ``MAvg + r̄_u``), or None without one."""
+        if not self.centring:
+            return None
+        return LowRankRows(self.coefficients[:, :self.centring], self.basis[:self.centring], self.clip)
 
 
 def with_values(rows: sparse.csr_array, values: np.ndarray) -> sparse.csr_array:
@@ -375,7 +384,8 @@ class GramCompletion(Mechanism):
         state.centre_sums[state.phase] = state.centre_sums[state.phase] + rng.normal(0.0, sigma, state.world.n_items)
         state.phase += 1
         if state.phase == self.centring_rounds:
-            state.effects = centring.effects(*state.centre_sums, self.scale, self.beta_m, sigma)
+            typical = float(centring.weights(np.array([state.world.ratings_per_user]), self.centre_bound)[0])
+            state.effects = centring.effects(*state.centre_sums, self.scale, self.beta_m, sigma, typical)
         return state
 
     def _aggregate(self, state: GramState, messages: sparse.csr_array) -> GramState:
@@ -405,7 +415,7 @@ class GramCompletion(Mechanism):
         factor = np.minimum(1.0, self.row_bound / np.maximum(norms, 1e-300)) if self.project else np.ones(len(users))
         n = basis.shape[1]
         return LowRankRows(np.column_stack([np.ones(len(users)), offset, coefficients / factor[:, None]]),
-                           np.vstack([effects.MAvg, np.ones(n), basis]), self.scale)
+                           np.vstack([effects.MAvg, np.ones(n), basis]), self.scale, centring=2)
 
     def _residual(self, targets, coefficients, basis) -> sparse.csr_array:
         """A_i = P_Ω(Y_i − Y*_i) for rows ``coefficients @ basis``."""

@@ -202,7 +202,7 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
             return None
         offset, factor = user_factors(self, state.release, users.ratings)
         return LowRankRows(np.column_stack([np.ones(len(users)), offset, factor]), output_basis(state.release),
-                           (self.min_rating, self.max_rating))
+                           (self.min_rating, self.max_rating), centring=2)
 
     # ------------------------------------------------------------------ measurements
 

@@ -107,3 +107,55 @@ def test_the_per_user_split_holds_out_that_share_of_every_user():
     test = held_out_per_user(table, 0.2, rng)
     held = np.bincount(rows[test], minlength=300)
     assert np.array_equal(held, np.minimum(np.round(0.2 * counts), counts - 1))
+
+
+def _bias_rmse(rows: UserBatch, test: sparse.csr_array) -> float:
+    from recaudit.mechanisms.baselines import fit_bias_model
+
+    held = sparse.coo_array(test)
+    model = fit_bias_model(sparse.csr_array(rows.ratings))
+    return float(np.sqrt(np.mean((np.clip(model.predict(held.row, held.col), 1, 5) - held.data) ** 2)))
+
+
+def test_the_private_centring_is_a_bias_model_near_the_non_private_one():
+    """Noiseless (non-private FW's centring rounds draw no noise) the weighted centring is the bias model
+    μ + b_i + b_u in one pass with β_m = 15, β_p = 20: with every user's weight the same (9 training ratings each) it
+    equals the unweighted ``centring.exact`` to rounding, and is within 0.03 of ``fit_bias_model`` (10 alternating
+    passes, λ = 10 / 15; deterministic). Shrinking by β_m *weighted* units (before issue 33: 1/w = 3x too hard here)
+    was more than 0.01 worse."""
+    rows, test = star_world()
+    held = sparse.coo_array(test)
+    score = lambda mavg, off: float(np.sqrt(np.mean((np.clip(mavg[held.col] + off[held.row], 1, 5)  # noqa: E731
+                                                      - held.data) ** 2)))
+    fw = FrankWolfe(iterations=2, row_bound=5.0, nuclear_scale=1e-9, centre="private", min_rating=1, max_rating=5)
+    alone, _, _ = completed(fw, rows, test)
+    exact = centring.exact(rows.ratings, (1, 5), 15.0)
+    assert alone == pytest.approx(score(exact.MAvg, centring.offsets(rows.ratings, exact.MAvg, 20.0)), abs=1e-9)
+    assert abs(alone - _bias_rmse(rows, test)) < 0.03
+    counts = np.diff(rows.ratings.indptr)
+    sums = [np.asarray(centring.message(rows.ratings, phase, (1, 5), 1.0).sum(axis=0)).ravel() for phase in (0, 1)]
+    old = centring.effects(*sums, (1, 5), 15.0)  # β_m in weighted units, as before
+    assert score(old.MAvg, centring.offsets(rows.ratings, old.MAvg, 20.0)) > alone + 0.01
+    assert counts.min() == counts.max()
+
+
+def test_a_run_worse_than_its_own_private_bias_model_is_flagged():
+    """The run's centring alone is scored from its own outputs (``LowRankRows.centring_only``) and a run whose
+    prediction is worse than it says so; the centring alone at ε = 20 is within 0.05 of the non-private bias model
+    (one fixed seed; its noise σ on a weighted count is ~0.3 of an item's ~25: the margin is several times the
+    spread of 5 seeds seen, 0.010-0.016)."""
+    from recaudit.audits.utility import utility_summary
+
+    rows, test = star_world()
+    fw = PrivateFrankWolfe(epsilon=20.0, iterations=3, row_bound=3.0, nuclear_scale=0.3, centre="private",
+                           centre_share=0.5, min_rating=1, max_rating=5)
+    pop = MatrixPopulation(rows, test, 5.0)
+    transcript = run_protocol(fw, pop, pop.catalogue(np.random.default_rng(0)), Panel(len(rows), fw.rounds),
+                              np.random.SeedSequence(3), recorder=Recorder(answers=False, outputs="all"))
+    from recaudit.audits.utility import completion_rmse
+
+    utility = completion_rmse(transcript, test, train_mean=3.0, train=sparse.csr_array(rows.ratings))
+    assert utility["centring_rmse"] is not None and abs(utility["centring_rmse"] - utility["bias_rmse"]) < 0.05
+    flagged = utility_summary(utility | {"rmse": utility["centring_rmse"] + 0.01})
+    assert "worse than its private bias model" in flagged
+    assert "worse than its private bias model" not in utility_summary(utility | {"rmse": utility["centring_rmse"]})

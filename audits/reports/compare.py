@@ -31,6 +31,7 @@ def compare_row(label: str, report: dict) -> dict:
             "at_ceiling": bool(audit.get("at_ceiling")), "epsilon_estimate": audit.get("epsilon_estimate"),
             "utility_metric": util["metric"], "utility": util["final_accuracy"], "rmse": util.get("rmse"),
             "zero_rmse": util.get("zero_rmse"), "mean_rmse": util.get("mean_rmse"), "bias_rmse": util.get("bias_rmse"),
+            "centring_rmse": util.get("centring_rmse"),
             "als_rmse": util.get("als_rmse"), "summary": report.get("summary")}
 
 
