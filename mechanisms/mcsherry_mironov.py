@@ -12,11 +12,9 @@ server measures, with Laplace (pure DP) or Gaussian noise:
    ``Wgt = Σ_u w_u e_u e_uᵀ`` (``w_u = 1/c_u`` Laplace, ``1/sqrt(c_u)`` Gaussian),
    accumulated with sparse products (never users × items dense).
 
-All six measurements are published; the cleaned covariance
-``C̄ = (Cov + β·mean Cov)/(Wgt + β·mean Wgt)`` and its rank-k factors are
-post-processing. Each user predicts at its own end (``personal_output`` /
-:func:`predict`): SVD (ridge user factor on the top-k eigenvectors) or kNN
-interpolation with similarities from ``C̄``.
+All six measurements are published; the cleaned covariance ``C̄ = (Cov + β·mean Cov)/(Wgt + β·mean Wgt)``
+and its rank-k factors are post-processing. Each user predicts at its own end (``personal_output`` /
+:func:`predict`): SVD (ridge user factor on the top-k eigenvectors) or kNN interpolation from ``C̄``.
 
 Budget: the measurements get shares 0.01/0.01 (``GSum``/``GCount``: the
 paper's 0.02), 0.095/0.095 (``MSum``/``MCount``: 0.19) and 0.79 split
@@ -28,9 +26,9 @@ accountant's ε at δ equals the requested ε — much less noise than the paper
 ``ε = θ sqrt(2 ln(2/δ))`` (see :func:`paper_epsilon`).
 
 Sensitivities (per rating; :func:`sensitivities`) are the larger of the paper's (one rating added: the
-claim's add/remove) and a value change's (covered too: pair ``single_flip``). Deviation from the slides:
-the user offset is shrunk towards 0 with ``β_p`` fictitious *centred* ratings; the slides' ``+ β_p G`` adds a rating
-level to a sum of deviations (with stars it would push every ``r̂`` to −B).
+claim's add/remove) and a value change's (covered too: pair ``single_flip``). Deviations from the slides: the user
+offset is shrunk towards 0 with ``β_p`` fictitious *centred* ratings (the slides' ``+ β_p G`` would push every ``r̂``
+to −B); ``MAvg`` is also shrunk by the noise (issue 33).
 """
 from __future__ import annotations
 
@@ -281,7 +279,7 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         return [(release.measurements[k], self.noise, scales[k]) for k in MEASUREMENTS]
 
     def global_effects(self, m: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
-        """``G`` and ``MAvg`` from the noisy sums and counts (guarded against tiny noisy counts, clipped)."""
+        """``G`` and ``MAvg`` from the noisy sums and counts (shrunk by their noise, clipped)."""
         G, mavg = self._effects(m)
         return float(G), mavg
 
@@ -292,9 +290,11 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         with np.errstate(divide="ignore", invalid="ignore"):
             G = np.clip(np.where(count >= 1, np.asarray(m["GSum"])[..., 0] / count, mid), self.min_rating,
                         self.max_rating)
-        den = np.maximum(m["MCount"] + self.beta_m, 1.0)
-        mavg = np.clip((m["MSum"] + self.beta_m * G[..., None]) / den, self.min_rating, self.max_rating)
-        return G, mavg
+        scale = self.noise_scales()  # the centring's posterior-mean shrinkage β_m(1 + noise variance / count)
+        var = (2.0 if self.noise == "laplace" else 1.0) * (scale["MSum"] ** 2 + G[..., None] ** 2 * scale["MCount"] ** 2)
+        prior = self.beta_m * (1.0 + var / np.maximum(m["MCount"], np.sqrt(var)))  # (centring.effects, s = 1 star)
+        mavg = G[..., None] + (m["MSum"] - G[..., None] * m["MCount"]) / np.maximum(m["MCount"] + prior, 1.0)
+        return G, np.clip(mavg, self.min_rating, self.max_rating)
 
     def _clipped(self, ratings: sparse.csr_array) -> sparse.csr_array:
         out = ratings.copy()

@@ -62,3 +62,17 @@ def test_predictions_beat_the_item_average_on_a_rank_one_world():
                            min_rating=-1, max_rating=1, rank=2)
     rmse = math.sqrt(np.mean((pred - vals[test]) ** 2))
     assert rmse < 0.5 * math.sqrt(np.mean(vals[test] ** 2))
+
+
+def test_item_averages_are_shrunk_by_their_noise_like_the_centring():
+    """``MAvg`` is the centring's posterior mean (issue 33): with noise far above an item's count it keeps the
+    global mean; with little noise (ε = 10⁴) it is within 0.005 of the slides' ``(MSum + β_m G)/(MCount + β_m)`` (deterministic)."""
+    from recaudit.mechanisms.mcsherry_mironov import McSherryMironov
+
+    m = {"GSum": np.array([300.0]), "GCount": np.array([100.0]), "MSum": np.full(4, 20.0), "MCount": np.full(4, 5.0)}
+    noisy = McSherryMironov(epsilon=0.01, noise="gaussian", delta=1e-6)
+    G, mavg = noisy.global_effects(m)
+    assert G == 3.0 and np.all(np.abs(mavg - G) < 0.01)
+    quiet = McSherryMironov(epsilon=1e4, noise="gaussian", delta=1e-6)
+    _, mavg = quiet.global_effects(m)
+    assert mavg == pytest.approx((20.0 + 15.0 * 3.0) / (5.0 + 15.0), abs=0.005)  # its noise: 3.2475
