@@ -187,8 +187,9 @@ def run(out: Path, counts, epsilon: float, trials: int, alpha: float, world: Stu
     return rows
 
 
-#: measured (2 shared cores, user CPU): one full run of the 100 x 100 world, peak memory
-SECONDS_PER_RUN, MEMORY = 0.005, 300 * 2 ** 20
+#: measured (2 shared cores, user CPU): one full run of the 100 x 100 world, peak memory. counts [1], 100 trials
+#: (200 runs): 22.5 s user CPU, 196 MB peak RSS (estimated 20 s, 250 MB)
+SECONDS_PER_RUN, MEMORY = 0.1, 250 * 2 ** 20
 
 
 @dataclass
