@@ -12,13 +12,15 @@ import numpy as np
 
 from recaudit.core.errors import ParameterError, RecauditError
 from recaudit.attacks.learned import OUTPUT_ATTACKS, HistogramAttack, OutputAttack, unique_rows
+from recaudit.attacks.mixed import MixedHistogramAttack, is_mixed
 from recaudit.attacks.sparse import SparseBoostedAttack
 
 from .progress_log import PROGRESS_EVERY, duration, visible
 from .stats.thresholds import select_threshold
 
 #: the learned attacks ``attack=`` may name
-LEARNED = {**OUTPUT_ATTACKS, SparseBoostedAttack.kind: SparseBoostedAttack}
+LEARNED = {**OUTPUT_ATTACKS, SparseBoostedAttack.kind: SparseBoostedAttack,
+           MixedHistogramAttack.kind: MixedHistogramAttack}
 #: Share of the selection runs a learned attack is fitted on (the rest choose the threshold).
 FIT_FRACTION = 0.5
 
@@ -121,17 +123,22 @@ def _split_sizes(n: int, selection_fraction: float) -> int:
 
 
 def _auto_candidates(table0, table1) -> list[OutputAttack]:
-    """What ``auto`` chooses among: the histogram alone for small discrete outputs, else two classifiers.
-
-    The classifiers: ``logistic`` (exact for Gaussian shifts) and
-    ``sparse_boosted`` (gradient boosting on the output plus features of its
-    rare coordinates: non-linear, and it finds a rare answer among many ⊥).
+    """What ``auto`` chooses among: the histogram alone for small discrete outputs; for mixed outputs whose
+    discrete part takes few values, ``mixed_histogram`` (the likelihood ratio factored by the output's type:
+    counts of each discrete part, a fitted ratio of the numbers within it) and ``logistic``; else
+    ``logistic`` (exact for Gaussian shifts) and ``sparse_boosted`` (gradient boosting on the output plus
+    features of its rare coordinates: non-linear, and it finds a rare answer among many ⊥).
     """
     if table0.discrete.all():
         histogram = HistogramAttack()
         distinct = unique_rows(np.vstack([table0.values, table1.values]))[0].shape[0]
         if distinct <= histogram.max_categories:
             return [histogram]
+    if is_mixed(table0):
+        mixed = MixedHistogramAttack()
+        types = unique_rows(np.vstack([table0.values, table1.values])[:, table0.discrete])[0].shape[0]
+        if types <= mixed.max_categories:
+            return [mixed, LEARNED["logistic"]()]
     return [LEARNED["logistic"](), LEARNED["sparse_boosted"]()]
 
 
