@@ -33,6 +33,8 @@ __all__ = ["MixedHistogramAttack", "is_mixed"]
 #: quantile knots of a type's continuous column, denser in the tails where rare-event cuts fall
 TAIL_QUANTILES = np.array([0.0, 0.001, 0.005, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98,
                            0.995, 0.999, 1.0])
+#: fitting runs (both worlds) a knot needs beyond it, on its tail's side
+PIECE_RUNS = 100
 
 
 def is_mixed(table: OutputTable) -> bool:
@@ -43,11 +45,14 @@ def is_mixed(table: OutputTable) -> bool:
 class _TypeRatio:
     """log p₁(x | d) − log p₀(x | d) for one type: logistic regression on tail-dense piecewise-linear pieces."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, columns: np.ndarray, knots_per_column: int):
+    def __init__(self, x: np.ndarray, y: np.ndarray, columns: np.ndarray):
         from sklearn.linear_model import LogisticRegression
 
         self.columns = columns
-        q = TAIL_QUANTILES if knots_per_column >= TAIL_QUANTILES.size else np.linspace(0, 1, knots_per_column)
+        # a knot only where PIECE_RUNS fitting runs lie beyond it: tail pieces fitted on a handful of runs
+        # would decide the rare-event cuts by noise
+        q = TAIL_QUANTILES[np.minimum(TAIL_QUANTILES, 1 - TAIL_QUANTILES) * len(y) >= PIECE_RUNS]
+        q = np.r_[0.0, q, 1.0]
         x = x[:, columns]
         self.knots = [np.unique(np.quantile(c, q)) for c in x.T]
         self.mean, self.scale = x.mean(axis=0), np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
@@ -114,8 +119,7 @@ class MixedHistogramAttack(OutputAttack, kind="mixed_histogram"):
             x = values[rows]
             varying = continuous[x[:, continuous].std(axis=0) > 0]
             if varying.size:
-                knots = int(min(TAIL_QUANTILES.size, max(2, min(c0[t], c1[t]) // 100)))
-                self._ratios[int(t)] = _TypeRatio(x, world[rows], varying, knots)
+                self._ratios[int(t)] = _TypeRatio(x, world[rows], varying)
         return self
 
     def score_outputs(self, table):

@@ -125,7 +125,8 @@ def _split_sizes(n: int, selection_fraction: float) -> int:
 def _auto_candidates(table0, table1) -> list[OutputAttack]:
     """What ``auto`` chooses among: the histogram alone for small discrete outputs; for mixed outputs whose
     discrete part takes few values, ``mixed_histogram`` (the likelihood ratio factored by the output's type:
-    counts of each discrete part, a fitted ratio of the numbers within it) and ``logistic``; else
+    counts of each discrete part, a fitted ratio of the numbers within it) and ``logistic``, and
+    ``sparse_boosted`` too while the fitting runs are no more than it reads (``max_fit`` per world); else
     ``logistic`` (exact for Gaussian shifts) and ``sparse_boosted`` (gradient boosting on the output plus
     features of its rare coordinates: non-linear, and it finds a rare answer among many ⊥).
     """
@@ -138,7 +139,11 @@ def _auto_candidates(table0, table1) -> list[OutputAttack]:
         mixed = MixedHistogramAttack()
         types = unique_rows(np.vstack([table0.values, table1.values])[:, table0.discrete])[0].shape[0]
         if types <= mixed.max_categories:
-            return [mixed, LEARNED["logistic"]()]
+            boosted = LEARNED["sparse_boosted"]()
+            # the trees pool what neighbouring types share, which counts when each type has few runs; they read
+            # at most max_fit runs per world, so past that the per-type ratio (every fitting run) is kept alone
+            few = len(table0) <= boosted.max_fit
+            return [mixed, LEARNED["logistic"](), *([boosted] if few else [])]
     return [LEARNED["logistic"](), LEARNED["sparse_boosted"]()]
 
 
