@@ -42,14 +42,16 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10**6)
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
     parser.add_argument("--variants", nargs="*", default=["roth", "alg7", "alg1", "alg2"])
     parser.add_argument("--tuning", action="store_true", help="also the tuning fixture's Roth variant (alg3)")
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args(argv)
-    jobs = [(s, v, seed, args.trials) for s in args.settings for v in args.variants for seed in range(args.seeds)]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(s, v, seed, args.trials) for s in args.settings for v in args.variants for seed in seeds]
     if args.tuning:
-        jobs = [("tuning", "alg3", seed, args.trials) for seed in range(args.seeds)] + jobs
+        jobs = [("tuning", "alg3", seed, args.trials) for seed in seeds] + jobs
     results = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for r in pool.map(_one, jobs):
