@@ -88,7 +88,8 @@ def rmse(args) -> None:
             "attack": {"kind": "subspace_alignment"}}, context={"world_only": True})
         started = time.process_time()
         u = measure_world(scenario)
-        row = {"top_items": args.top_items, "epsilon": eps, "row_bound": L, "nuclear_scale": k, "shift_scale": shift, "iterations": iters,
+        row = {"top_items": args.top_items, "epsilon": eps, "row_bound": L, "nuclear_scale": k, "shift_scale": shift,
+               "iterations": iters,
                "kind": args.kind, "split": args.split, "rmse": u["rmse"], "centring_rmse": u.get("centring_rmse"),
                "bias_rmse": u.get("bias_rmse"), "mean_rmse": u.get("mean_rmse"),
                "cpu_seconds": round(time.process_time() - started, 1)}

@@ -66,7 +66,8 @@ def test_predictions_beat_the_item_average_on_a_rank_one_world():
 
 def test_item_averages_are_shrunk_by_their_noise_like_the_centring():
     """``MAvg`` is the centring's posterior mean (issue 33): with noise far above an item's count it keeps the
-    global mean; with little noise (ε = 10⁴) it is within 0.005 of the slides' ``(MSum + β_m G)/(MCount + β_m)`` (deterministic)."""
+    global mean; with little noise (ε = 10⁴) it is within 0.005 of the slides' ``(MSum + β_m G)/(MCount + β_m)``
+    (deterministic)."""
     from recaudit.mechanisms.mcsherry_mironov import McSherryMironov
 
     m = {"GSum": np.array([300.0]), "GCount": np.array([100.0]), "MSum": np.full(4, 20.0), "MCount": np.full(4, 5.0)}
