@@ -291,8 +291,7 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
             G = np.clip(np.where(count >= 1, np.asarray(m["GSum"])[..., 0] / count, mid), self.min_rating,
                         self.max_rating)
         scale = self.noise_scales()  # the centring's posterior-mean shrinkage β_m(1 + noise variance / count)
-        var = ((2.0 if self.noise == "laplace" else 1.0)
-               * (scale["MSum"] ** 2 + G[..., None] ** 2 * scale["MCount"] ** 2))
+        var = (2.0 if self.noise == "laplace" else 1.0) * (scale["MSum"]**2 + G[..., None]**2 * scale["MCount"]**2)
         prior = self.beta_m * (1.0 + var / np.maximum(m["MCount"], np.sqrt(var)))  # (centring.effects, s = 1 star)
         mavg = G[..., None] + (m["MSum"] - G[..., None] * m["MCount"]) / np.maximum(m["MCount"] + prior, 1.0)
         return G, np.clip(mavg, self.min_rating, self.max_rating)
