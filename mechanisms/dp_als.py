@@ -37,9 +37,9 @@ from annotated_types import Ge, Gt, Lt
 from scipy import sparse
 
 from .accounting import Composition, gaussian_sigma_for
-from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
+from .base import GaussianNoise, Mechanism, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .matrix_completion import LowRankRows
+from .matrix_completion import LowRankRows, check_star_scale
 from .sparse_rows import csr
 
 
@@ -191,9 +191,7 @@ class DPALS(Mechanism, kind="dp_als"):
     clip: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if (self.min_rating is None) != (self.max_rating is None) or (
-                self.min_rating is not None and not self.max_rating > self.min_rating):
-            raise ParameterError("max_rating", "give min_rating < max_rating (the star scale) or neither")
+        check_star_scale(self.min_rating, self.max_rating)
         self.claim_delta = self.delta
         multiplier = gaussian_sigma_for(self.epsilon, self.delta, 1.0, 2 * self.iterations)
         spent = self.noise_on

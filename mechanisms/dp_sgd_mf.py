@@ -38,7 +38,7 @@ from .accounting import GaussianRelease, PoissonSampled, epsilon_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
 from .dp_als import initial_factors, ridge_solve
-from .matrix_completion import LowRankRows
+from .matrix_completion import LowRankRows, check_star_scale
 from .sparse_rows import csr
 
 #: the accountant's grid for the sampled Gaussian's PLD (dp-accounting, pessimistic): 2^-12 costs ~0.2 s for 20
@@ -123,9 +123,7 @@ class DPSGDMF(Mechanism, kind="dp_sgd_mf"):
     clip: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if (self.min_rating is None) != (self.max_rating is None) or (
-                self.min_rating is not None and not self.max_rating > self.min_rating):
-            raise ParameterError("max_rating", "give min_rating < max_rating (the star scale) or neither")
+        check_star_scale(self.min_rating, self.max_rating)
         self.claim_delta = self.delta
         z = noise_multiplier_for(float(self.epsilon), float(self.delta), float(self.sampling_rate),
                                  int(self.iterations))

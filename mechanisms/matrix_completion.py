@@ -25,6 +25,12 @@ from .gram_sums import DENSE_CHUNK, DENSE_FROM_ENTRIES, gram  # noqa: F401 (gram
 from .sparse_rows import csr
 
 
+def check_star_scale(min_rating: float | None, max_rating: float | None) -> None:
+    """A mechanism's star scale: both ends with ``min_rating < max_rating``, or neither (one line otherwise)."""
+    if (min_rating is None) != (max_rating is None) or (min_rating is not None and not max_rating > min_rating):
+        raise ParameterError("max_rating", "give min_rating < max_rating (the star scale) or neither")
+
+
 @dataclass(frozen=True, eq=False)
 class LowRankRows:
     """Completed rows ``coefficients @ basis`` of a batch of users (users on axis 0).
@@ -257,9 +263,7 @@ class GramCompletion(Mechanism):
     project: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if (self.min_rating is None) != (self.max_rating is None) or (
-                self.min_rating is not None and not self.max_rating > self.min_rating):
-            raise ParameterError("max_rating", "give min_rating < max_rating (the star scale) or neither")
+        check_star_scale(self.min_rating, self.max_rating)
         if self.centre != "none" and self.min_rating is None:
             raise ParameterError("centre", f"centre: {self.centre} needs the star scale (min_rating, max_rating)")
         if (self.centre == "public") != (self.public_users > 0):
