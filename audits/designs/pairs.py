@@ -219,6 +219,33 @@ class SingleItemAddRemove(NeighbourPolicy):
                           UserBatch.from_coo(np.arange(n), items, value, value > 0, shape))
 
 
+class SaturatingSingleItem(SingleItemAddRemove):
+    """User-level, add/remove one: world 1's target rates one item at a rating so large (``SATURATING_RATING``) that
+    every quantity a mechanism clips saturates in every round, world 0's rates nothing.
+
+    For DP-ALS the target's factor ``u = R v/(‖v‖² + λ)`` is solved from its unclipped rating: at the top of a
+    small rating range it falls below the clip ``Γ_u`` whenever the published item factor ``v`` is large or near 0,
+    so the pair's reach varies with each run's factors (a mixture, not a Gaussian privacy loss). At ``R = 10¹⁰⁰`` it
+    falls below only if ``‖v‖ < Γ_u λ/R``, an event of probability below 10⁻⁹⁰ per round: the reach is the same in
+    every run and the pair's privacy loss Gaussian (docs/families/dp-als-dp-sgd.md, "White box"). Only for
+    mechanisms whose ratings are not on a star scale (a rating outside the scale is not a neighbouring data set).
+    """
+
+    needs_unbounded_ratings = True
+
+    def rows_for_runs(self, population, catalogue, n, rng):
+        items = reserved_items(population, catalogue, n, 1, rng)[:, 0]
+        value = np.full(n, SATURATING_RATING)
+        shape = (n, catalogue.n_items)
+        none = np.zeros(0, np.int64)
+        return TargetPair(UserBatch.from_coo(none, none, np.zeros(0), np.zeros(0, bool), shape),
+                          UserBatch.from_coo(np.arange(n), items, value, value > 0, shape))
+
+
+#: the saturating pair's rating: large enough that a clipped factor solved from it saturates its clip
+SATURATING_RATING = 1e100
+
+
 class SingleFlip(RatingReplace):
     """Rating-level, replace-one: the target rates two items at the largest magnitude; one rating flips sign.
 
@@ -286,6 +313,7 @@ PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportRepl
                                              "single_item": SingleItemReplace(),
                                              "two_items": TwoItemsReplace(),
                                              "single_item_add_remove": SingleItemAddRemove(),
+                                             "saturating_single_item": SaturatingSingleItem(),
                                              "single_flip": SingleFlip(),
                                              "add_rating": AddRating()}
 
@@ -325,6 +353,9 @@ def policy_for(claim: PrivacyClaim, mechanism: Mechanism | None = None, pair: st
                 and not (policy.unit == claim.unit and policy.neighbouring in covered(mechanism)):
             raise PairError(f"audit pair {special!r} is {policy.unit}/{policy.neighbouring}; the claim is "
                              f"{claim.unit}/{claim.neighbouring}")
+        if getattr(policy, "needs_unbounded_ratings", False) and getattr(mechanism, "max_rating", None) is not None:
+            raise PairError(f"audit pair {special!r} rates an item at {SATURATING_RATING:g}, outside the mechanism's "
+                            f"star scale (max_rating {mechanism.max_rating}): not a neighbouring data set")
         return policy
     try:
         return POLICIES[claim.unit, claim.neighbouring]
