@@ -55,7 +55,19 @@ def trainer_scenario(fit: Callable | str, data: dict[str, Any], base_dir: Path |
 
 def audit_trainer(fit: Callable | str, data: dict[str, Any], out_dir: Path | None = None,
                   report: Callable[[str], None] = lambda _: None) -> AuditResult:
-    """One training run of ``fit`` with canaries, every canary scored, the claim judged (see the module)."""
+    """One training run of ``fit`` with canaries, every canary scored, the claim judged (see the module).
+
+    >>> import recaudit as ra
+    >>> from recaudit.mechanisms import als                  # a non-private ALS in numpy: fit(ratings, rng)
+    >>> stars = [[[.1, .1, .2, .3, .3], [.3, .3, .2, .1, .1]], [[.2, .2, .2, .2, .2], [.5, .2, .1, .1, .1]]]
+    >>> world = {"kind": "sbm_stars", "n_items": 150, "ratings_per_user": 15, "star_probability": stars,
+    ...          "user_cluster_weights": [.5, .5], "item_cluster_weights": [.5, .5]}
+    >>> result = ra.audit_trainer(als.fit, {"seed": 5, "population": world, "panel": {"n_users": 300},
+    ...                                     "mechanism": {"claim": {"epsilon": 1.0}, "options": {"factors": 8}},
+    ...                                     "audit": {"canaries": 200}})
+    >>> result.verdict, round(result.strongest.estimate.epsilon_lb, 2), result.trainer["attacks"]["fold_in"]["auc"]
+    ('violated', 4.09, 1.0)
+    """
     scenario = trainer_scenario(fit, data)
     result = run_scenario(scenario, out_dir, report=report)
     if out_dir is not None:

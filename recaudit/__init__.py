@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # what type checkers and editors see; at run time the names load on first use (below)
     from recaudit.audits.api import (Report, Scenario, assert_dp, assert_not_dp, audit, estimate,  # noqa: F401
                                      load_report, load_scenario, run, scenario_schema)
+    from recaudit.audits.trainer_audit import audit_trainer  # noqa: F401
     from recaudit.core.errors import BadInput  # noqa: F401
 
 try:
@@ -36,6 +37,7 @@ _API = {
     "estimate": "recaudit.audits.api",
     "load_report": "recaudit.audits.api",
     "Report": "recaudit.audits.api",
+    "audit_trainer": "recaudit.audits.trainer_audit",
     "BadInput": "recaudit.core.errors",
 }
 

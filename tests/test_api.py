@@ -11,16 +11,18 @@ import yaml
 
 import recaudit
 from recaudit.audits import api, harness
+from recaudit.audits.trainer_audit import audit_trainer
 
 from .conftest import SCENARIOS
 
 
 def _examples() -> list[doctest.DocTest]:
-    """The docstring examples of every public name: those api.py defines, and the harness's it re-exports."""
+    """The docstring examples of every public name: those api.py defines, the harness's and the trainer audit's."""
     finder = doctest.DocTestFinder()
     tests = finder.find(api, "recaudit.audits.api", globs={})
     for name in ("run_audit", "assert_dp", "assert_not_dp"):
         tests += finder.find(getattr(harness, name), name, globs={})
+    tests += finder.find(audit_trainer, "audit_trainer", globs={})
     return sorted((t for t in tests if t.examples), key=lambda t: t.name)
 
 
@@ -39,7 +41,7 @@ def test_every_public_name_has_an_example():
                  if callable(getattr(recaudit, name)) and not isinstance(getattr(recaudit, name), type)}
     assert functions == documented, functions ^ documented
     assert {"run", "estimate", "load_report", "load_scenario", "scenario_schema", "run_audit", "assert_dp",
-            "assert_not_dp"} == functions
+            "assert_not_dp", "audit_trainer"} == functions
 
 
 def test_names_resolve_and_unknown_ones_fail():

@@ -28,7 +28,7 @@ from recaudit.core.errors import BadInput
 from recaudit.mechanisms import UserBatch
 from recaudit.simulator.seeds import stream
 from recaudit.simulator.targets import TargetPair
-from recaudit.simulator.transcript import Release, ReleasesView
+from recaudit.simulator.transcript import OthersView, Release
 
 from .base import DesignError
 
@@ -130,9 +130,10 @@ class TrainerRun:
     reference_seconds: float = 0.0
 
 
-def _scored(job, model, users: int, pair: TargetPair, m: int) -> np.ndarray:
-    """Every attack's score of every canary on ``model`` (one release): (attacks, canaries)."""
-    view = ReleasesView(releases=((Release(0.0, users, model),),), rounds=((),), audited=np.arange(m))
+def _scored(job, model, users: int, pair: TargetPair, m: int, others: sparse.csr_matrix) -> np.ndarray:
+    """Every attack's score of every canary on ``model`` (one release): (attacks, canaries). The view's ``others``
+    are the rating rows of the users who are not canaries (what an others'-view attack probes the model with)."""
+    view = OthersView(releases=((Release(0.0, users, model),),), rounds=((),), audited=np.arange(m), others=others)
     try:
         scores = np.stack([np.asarray(a.scores(job.mechanism, pair, view), dtype=float) for a in job.attacks])
     except BadInput:
@@ -172,13 +173,13 @@ def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
     model = mechanism.train(canaries.training, stream(root, "trainer", "fit"))
     trained = time.perf_counter()
     pair = canaries.pair()
-    scores = _scored(job, model, canaries.training.shape[0], pair, m)
+    scores = _scored(job, model, canaries.training.shape[0], pair, m, canaries.without)
     scored = time.perf_counter()
     calibrated = None
     if references:
         report(f"{references} reference training run(s) without the canaries, to calibrate their scores")
         out = [_scored(job, mechanism.train(canaries.without, stream(root, "trainer", "reference", k)),
-                       canaries.without.shape[0], pair, m) for k in range(references)]
+                       canaries.without.shape[0], pair, m, canaries.without) for k in range(references)]
         calibrated = scores - np.mean(out, axis=0)
     return TrainerRun(canaries, model, scores, trained - started, built - begun, scored - trained, check_seconds,
                       calibrated, time.perf_counter() - scored)
