@@ -31,7 +31,8 @@ from recaudit.simulator.transcript import Recorder
 
 from .designs import DESIGNS, AuditJob
 from .designs.base import CANARIES, TargetScores, saved_scores
-from .designs.trainer_canaries import train_once, trainer_summary, trainer_utility
+from .designs.trainer_canaries import train_once, trainer_summary, trainer_utility, trainer_world
+from .designs.trainer_churn import retrain_under_churn
 from .executors import open_executor
 from .language.limits import GIB
 from .language.scenario import Scenario, build, build_estimator, build_schedule, trainer_users
@@ -241,9 +242,12 @@ def _run_trainer(scenario: Scenario, mechanism, out_dir: Path | None, report: Ca
     job = AuditJob(mechanism, population, catalogue, None, tuple(build(c, ATTACKS) for c in attack_configs), claim,
                    view, 1, entropy, entropy, 1, tuple(getattr(c, "view", None) or view for c in attack_configs))
     fit_name = getattr(mechanism, "fit_name", mechanism.kind)
-    report(f"design one_run: {cfg.trials} {cfg.canary} canaries in one training run of {fit_name}")
-    run = train_once(job, trainer_users(scenario, population), cfg.trials, cfg.canary, cfg.canary_ratings, report,
-                     cfg.reference_runs)
+    users, churn = trainer_users(scenario, population), scenario.churn if "churn" in scenario.model_fields_set else None
+    report(f"design one_run: {cfg.trials} {cfg.canary} canaries in "
+           f"{'one training run' if churn is None else 'a training run at every release'} of {fit_name}")
+    run = (train_once(job, users, cfg.trials, cfg.canary, cfg.canary_ratings, report, cfg.reference_runs)
+           if churn is None else retrain_under_churn(job, churn, users, cfg.trials, cfg.canary, cfg.canary_ratings,
+                                                     report))
     labels = [attack_label(c) for c in attack_configs]
     if run.calibrated is not None:  # each attack's calibrated scores are one more test
         run.scores, labels = np.concatenate([run.scores, run.calibrated]), labels + [f"{a} (calibrated)"
@@ -258,11 +262,7 @@ def _run_trainer(scenario: Scenario, mechanism, out_dir: Path | None, report: Ca
                   claim, cfg.alpha)
     verdict = overall_verdict(tests, claim)
     audit_seconds = time.time() - begun
-    training = run.canaries.training
-    world = {"users_arrived": int(training.shape[0]), "users_answered": int(training.shape[0]),
-             "answers": int(training.nnz), "canaries": int(worlds.size), "releases": 1,
-             "n_items": int(training.shape[1]), "n_item_clusters": catalogue.n_item_clusters, "horizon": 0.0,
-             "release_times": [0.0], "training_runs": 1}
+    world = trainer_world(run, catalogue, 0.0 if churn is None else churn.horizon)
     timing = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "world_seconds": round(run.build_seconds, 3), "audit_seconds": round(audit_seconds, 3),
               "total_seconds": round(time.time() - started, 3)}

@@ -48,6 +48,7 @@ class Canaries:
     held_out: sparse.csr_array | None = None  # held-out ratings of the training matrix's rows (same order)
     #: the training matrix without any canary (every one out): what reference runs train on
     without: sparse.csr_matrix | None = None
+    without_held_out: sparse.csr_array | None = None  # held-out ratings of ``without``'s rows (same order)
 
     @property
     def members(self) -> int:
@@ -90,9 +91,10 @@ def draw_canaries(ratings: sparse.csr_array, held_out: sparse.csr_array | None, 
         background = sparse.csr_array((ratings.data, ratings.indices, ratings.indptr), shape=(n_users, shape[1]))
         stacked = sparse.vstack([background, rows[worlds == 1]], format="csr")
         without = background
+        without_held = None if held_out is None else sparse.csr_array(
+            (held_out.data, held_out.indices, held_out.indptr), shape=(n_users, shape[1]))
         held = None if held_out is None else sparse.vstack(
-            [sparse.csr_array((held_out.data, held_out.indices, held_out.indptr), shape=(n_users, shape[1])),
-             sparse.csr_array((worlds.sum(), shape[1]))], format="csr")
+            [without_held, sparse.csr_array((worlds.sum(), shape[1]))], format="csr")
     elif kind == "resampled":
         if m >= n_users:
             raise DesignError(f"{m} resampled canaries asked for; the population has {n_users} users "
@@ -105,13 +107,14 @@ def draw_canaries(ratings: sparse.csr_array, held_out: sparse.csr_array | None, 
         nobody[chosen] = False
         without = ratings[nobody]
         held = None if held_out is None else held_out[keep]
+        without_held = None if held_out is None else held_out[nobody]
     else:
         raise DesignError(f"no canary kind {kind!r}; known: {', '.join(CANARY_KINDS)}")
     order = rng.permutation(stacked.shape[0])
     training = sparse.csr_matrix(stacked[order])
     training.sort_indices()
     return Canaries(training, sparse.csr_array(rows), worlds, kind, n_users, reserved,
-                    None if held is None else sparse.csr_array(held[order]), sparse.csr_matrix(without))
+                    None if held is None else sparse.csr_array(held[order]), sparse.csr_matrix(without), without_held)
 
 
 @dataclass
@@ -128,9 +131,14 @@ class TrainerRun:
     #: the scores minus each canary's mean score under the reference runs (None: no reference run)
     calibrated: np.ndarray | None = None
     reference_seconds: float = 0.0
+    #: when the model was (re)trained: one release at 0, or every release of a churn schedule
+    release_times: tuple[float, ...] = (0.0,)
+    #: retraining under churn: how many users each release trained on, and canaries present at no release
+    training_users: tuple[int, ...] = ()
+    unscored: int = 0
 
 
-def _scored(job, model, users: int, pair: TargetPair, m: int, others: sparse.csr_matrix) -> np.ndarray:
+def score_model(job, model, users: int, pair: TargetPair, m: int, others: sparse.csr_matrix) -> np.ndarray:
     """Every attack's score of every canary on ``model`` (one release): (attacks, canaries). The view's ``others``
     are the rating rows of the users who are not canaries (what an others'-view attack probes the model with)."""
     view = OthersView(releases=((Release(0.0, users, model),),), rounds=((),), audited=np.arange(m), others=others)
@@ -173,12 +181,12 @@ def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
     model = mechanism.train(canaries.training, stream(root, "trainer", "fit"))
     trained = time.perf_counter()
     pair = canaries.pair()
-    scores = _scored(job, model, canaries.training.shape[0], pair, m, canaries.without)
+    scores = score_model(job, model, canaries.training.shape[0], pair, m, canaries.without)
     scored = time.perf_counter()
     calibrated = None
     if references:
         report(f"{references} reference training run(s) without the canaries, to calibrate their scores")
-        out = [_scored(job, mechanism.train(canaries.without, stream(root, "trainer", "reference", k)),
+        out = [score_model(job, mechanism.train(canaries.without, stream(root, "trainer", "reference", k)),
                        canaries.without.shape[0], pair, m, canaries.without) for k in range(references)]
         calibrated = scores - np.mean(out, axis=0)
     return TrainerRun(canaries, model, scores, trained - started, built - begun, scored - trained, check_seconds,
@@ -246,7 +254,20 @@ def trainer_summary(run: TrainerRun, labels: list[str], claim, alpha: float, tes
         "reference_seconds": round(run.reference_seconds, 4),
         "audit_seconds": round(audit_seconds, 4),
         "overhead": round(audit_seconds / train, 3) if train > 0 else None,
-    }
+    } | ({} if not run.training_users else {"continual": {
+        "releases": len(run.release_times), "release_times": list(run.release_times),
+        "training_users": list(run.training_users), "unscored_canaries": run.unscored,
+        "score": "each canary's mean over the releases it was present at"}})
+
+
+def trainer_world(run: TrainerRun, catalogue, horizon: float) -> dict:
+    """The report's ``world`` of a trainer's audit: its (last) training matrix, canaries and releases."""
+    training = run.canaries.training
+    return {"users_arrived": int(training.shape[0]), "users_answered": int(training.shape[0]),
+            "answers": int(training.nnz), "canaries": int(run.canaries.worlds.size),
+            "releases": len(run.release_times), "n_items": int(training.shape[1]),
+            "n_item_clusters": catalogue.n_item_clusters, "horizon": horizon,
+            "release_times": list(run.release_times), "training_runs": len(run.release_times)}
 
 
 def trainer_utility(run: TrainerRun) -> dict:

@@ -6,6 +6,7 @@ from recaudit.attacks import ATTACKS
 from recaudit.mechanisms import ParameterError
 from recaudit.simulator.populations import POPULATIONS
 
+from ..designs.trainer_churn import UNUSED_CHURN
 from ..stats.estimators import EstimatorError
 from .sections import build, build_estimator
 
@@ -37,11 +38,19 @@ def trainer_users(scenario, population) -> int:
 
 def check_trainer(scenario, mechanism, base_dir) -> None:
     """A trainer's scenario: one_run canaries over a population it trains on once, attacks that read a model."""
-    for name in ("churn", "sweep", "grid"):
+    for name in ("sweep", "grid"):
         if name in scenario.model_fields_set and getattr(scenario, name) is not None:
-            raise ParameterError(name, f"a trainer trains once on the population: leave {name} out "
-                                       "(retraining under churn is not audited yet)")
+            raise ParameterError(name, f"a trainer's audit is one training run (or one per release under churn): "
+                                       f"leave {name} out")
     audit = scenario.audit
+    if "churn" in scenario.model_fields_set:  # retraining at every release (recaudit.audits.designs.trainer_churn)
+        for name in UNUSED_CHURN:
+            if name in scenario.churn.model_fields_set:
+                raise ParameterError(f"churn.{name}", "a trainer's churn reads horizon, mean_lifetime and "
+                                                      "release_interval only (the population's users arrive by the "
+                                                      "horizon; a trainer asks no queries)")
+        if audit.reference_runs:
+            raise ParameterError("audit.reference_runs", "reference runs calibrate one training run: not with churn")
     if audit.design_name != "one_run":
         raise ParameterError("audit.design", f"a trainer is audited from one training run with canaries: design "
                                              f"one_run (got {audit.design_name})")

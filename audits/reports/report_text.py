@@ -332,12 +332,19 @@ def trainer_lines(report: dict) -> list[str]:
     how = (f"isolated: each rates {c['ratings_per_canary']} item(s) of its own ({c['reserved_items']:,} reserved "
            "items no one else rates)" if c["kind"] == "isolated" else
            f"resampled: real users of the population's {c['population_users']:,}")
+    cont = t.get("continual")
+    trained = (f"retrained at each of {cont['releases']} releases (t = "
+               f"{', '.join(f'{x:g}' for x in cont['release_times'])}) on the users present "
+               f"({', '.join(f'{u:,}' for u in cont['training_users'])}; the last" if cont else "trained once on")
     lines = ["", "## Trainer audit", "",
-             f"- trainer `{md(t.get('fit', '?'))}`, trained once on {c['training_users']:,} users "
-             f"({c['training_ratings']:,} ratings) in {t['train_seconds']:.3g} s; the whole audit took "
+             f"- trainer `{md(t.get('fit', '?'))}`, {trained} {c['training_users']:,} users"
+             f"{', ' if cont else ' ('}{c['training_ratings']:,} ratings) in {t['train_seconds']:.3g} s; the whole "
+             "audit took "
              f"{t['audit_seconds']:.3g} s ({_fmt(t['overhead'])}x the training run; seed check "
              f"{t['seed_check_seconds']:.3g} s, data {t['data_seconds']:.3g} s, attacks {t['attack_seconds']:.3g} s)",
-             f"- canaries: {c['m']:,} {how}; {c['members']:,} in by a fair coin",
+             f"- canaries: {c['m']:,} {how}; {c['members']:,} in by a fair coin"
+             + (f"; each scored by its mean over the releases it was present at ({cont['unscored_canaries']:,} "
+                "present at none left out)" if cont else ""),
              "- claim: " + (f"({claim['epsilon']:g}, {claim['delta']:g})-DP, {claim['model']}, per {claim['unit']} "
                             f"({claim['neighbouring']})" if claim["epsilon"] is not None else
                             "none: ε_LB is a measurement"),
