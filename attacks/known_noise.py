@@ -106,14 +106,23 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         return np.asarray(total, float)
 
     def reach(self, mechanism: Mechanism, pair: TargetPair, view: View) -> tuple[str, np.ndarray]:
-        """Per run, the pair's reach: ``("gaussian", μ)`` with ``μ² = Σ ‖d/σ‖²``, or ``("laplace", Σ |d|/b)``."""
-        laws, parts = set(), []
-        for (law, scale), _, m0, m1, _rate in self._parts(mechanism, pair, view):
+        """Per run, the pair's reach: ``("gaussian", μ)`` with ``μ² = Σ ‖d/σ‖²``, or ``("laplace", Σ |d|/b)``.
+
+        A Poisson-sampled statistic (``statistic_sampling``) is not a Gaussian release of its total μ: its reach
+        is ``("subsampled_gaussian", max_t ‖d_t/σ‖)``, the largest round's (axis 1), which with the rate and the
+        rounds bounds the pair's ε (``recaudit.audits.stats.reach.pair_reach``)."""
+        laws, parts, sampled = set(), [], []
+        for (law, scale), _, m0, m1, rate in self._parts(mechanism, pair, view):
             laws.add(law)
             d = (m1 - m0) / scale
+            if rate < 1.0:
+                sampled.append((d * d).reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
             parts.append(_per_run(d * d if law == "gaussian" else np.abs(d)))
-        if len(laws) != 1:
-            raise InternalError(f"{mechanism.kind}: the statistics mix noise laws {sorted(laws)}")
+        if len(laws) != 1 or (sampled and (laws != {"gaussian"} or len(sampled) != len(parts))):
+            raise InternalError(f"{mechanism.kind}: the statistics mix noise laws {sorted(laws)} or sampled and "
+                                "unsampled statistics")
+        if sampled:
+            return "subsampled_gaussian", np.sqrt(np.sum(sampled, axis=0).max(axis=1))
         law = laws.pop()
         total = np.sum(parts, axis=0)
         return law, np.sqrt(total) if law == "gaussian" else total

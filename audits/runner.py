@@ -40,7 +40,7 @@ from .progress_log import beating
 from .store import Progress, hold_folder, remove_owned
 from .stats.coded import CodedScores
 from .stats.pvalues import holm_adjust
-from .stats.reach import gaussian_by_construction, pair_reach  # noqa: F401 (gaussian_by_construction: the rule)
+from .stats.reach import gaussian_by_construction, pair_reach, sampling_of, statistic_laws  # noqa: F401
 from .stats.sequential import SequentialRule
 from .stats.estimators import Estimate
 from .utility import measure_utility, presence_timeline, recording_needs
@@ -200,7 +200,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: 
 
     labels = [attack_label(c) for c in attack_configs]
     reach = [None if run.reach is None else run.reach[a] for run in output.runs for a in range(len(attack_configs))]
-    laws = {law for law, _ in getattr(mechanism, "statistic_noise", dict)().values()}
+    laws = statistic_laws(mechanism)
     holds = [gaussian_by_construction(laws, () if run.reach is None else run.reach)
              for run in output.runs for _ in attack_configs]
     tests = judge([ScoredTest(pair, run.scores[a], run.worlds, labels[a])
@@ -208,7 +208,7 @@ def _run(scenario: Scenario, out_dir: Path | None, resume: bool, executor_type: 
                   estimator, claim, cfg.alpha, holds)
     for test, measured in zip(tests, reach):
         if measured is not None and len(laws) == 1:
-            test.reach = pair_reach(next(iter(laws)), measured, claim, test.estimate.epsilon_lb)
+            test.reach = pair_reach(next(iter(laws)), measured, claim, test.estimate.epsilon_lb, sampling_of(mechanism))
     verdict = overall_verdict(tests, claim)
 
     world = {"users_arrived": int(transcript.n_users), "users_answered": int(transcript.n_answered_users),

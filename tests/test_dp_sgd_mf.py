@@ -166,3 +166,31 @@ def test_on_movielens_100k_dp_sgd_beats_the_mean_and_dp_als_does_not(movielens):
     als = run_scenario(load_scenario("scenarios/dp-als-movielens-100k.yaml"))
     assert sgd.verdict == als.verdict == "consistent"
     assert sgd.utility["rmse"] < sgd.utility["mean_rmse"] < als.utility["rmse"]
+
+
+def test_the_pairs_reach_accounts_for_the_sampling_and_the_gaussian_model_never_holds():
+    """A sampled statistic's reach is its largest step's μ; the pair's ε is that of T Poisson-subsampled Gaussian
+    steps at rate q (here every step reaches the clip, so exactly the claim's accounting: ε_pair = the claim),
+    not the Gaussian-DP ε of the total μ (4.0 for these settings); the Gaussian-DP rule never holds for it."""
+    from recaudit.audits.language.scenario import Scenario
+    from recaudit.audits.runner import run_scenario
+    from recaudit.audits.stats.gdp import gdp_epsilon
+    from recaudit.audits.stats.reach import gaussian_by_construction, statistic_laws
+
+    scenario = Scenario.model_validate({
+        "name": "sgd-reach", "seed": 3203, "panel": {},
+        "population": {"kind": "rank_one_matrix", "n_users": 20, "n_items": 10, "ratings_per_user": 4,
+                       "test_fraction": 0.0, "canary_items": 2},
+        "mechanism": {"kind": "dp_sgd_mf", "epsilon": 1.0, "delta": 1e-5, "rank": 1, "iterations": 5,
+                      "sampling_rate": 0.2, "clip_norm": 0.002, "learning_rate": 1.0, "regularization": 1.0},
+        "attack": [{"kind": "known_noise"}],
+        "audit": {"design": "full_runs", "view": "statistics", "method": "clopper-pearson", "trials": 100}})
+    result = run_scenario(scenario)
+    reach = result.tests[0].reach
+    assert reach["law"] == "subsampled_gaussian" and (reach["sampling_rate"], reach["steps"]) == (0.2, 5)
+    assert reach["epsilon_pair"] == pytest.approx(result.claim.epsilon, rel=1e-3)
+    assert gdp_epsilon(reach["mu_step"] * math.sqrt(5), 1e-5) > 3 * result.claim.epsilon
+    mechanism = DPSGDMF(epsilon=1.0, sampling_rate=0.2)
+    assert statistic_laws(mechanism) == {"subsampled_gaussian"}
+    assert not gaussian_by_construction(statistic_laws(mechanism), [np.full(10, reach["mu_step"])])
+    assert statistic_laws(DPSGDMF(epsilon=1.0, sampling_rate=1.0)) == {"gaussian"}

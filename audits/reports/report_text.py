@@ -379,7 +379,8 @@ def reach_sentence(test: dict) -> str | None:
     if not r or r.get("epsilon_pair") is None:
         return None
     how = (f"μ_pair = {r['mu_pair']:.4g} (claim's μ {_fmt(r.get('mu_claim'))})" if r["law"] == "gaussian"
-           else "Laplace, pure ε")
+           else f"at most μ = {r['mu_step']:.4g} per step, sampled at q = {r['sampling_rate']:g} over "
+                f"{r['steps']} steps" if r["law"] == "subsampled_gaussian" else "Laplace, pure ε")
     loose = (f"; the claim is loose by {r['looseness']:.3g}x for this pair" if r.get("looseness") and
              r["looseness"] > 1.05 else "")
     return (f"{test['name']}: the pair reaches ε = {r['epsilon_pair']:.4g} ({how}) against the claimed "

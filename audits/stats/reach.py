@@ -15,14 +15,46 @@ import numpy as np
 from .gdp import gdp_epsilon
 
 
-def pair_reach(law: str, reach: np.ndarray, claim, epsilon_lb: float) -> dict | None:
-    """The report's ``pair_reach`` for one test: the largest reach over its runs and the ε it implies."""
+def statistic_laws(mechanism) -> set[str]:
+    """The noise laws of a mechanism's white-box statistics; ``{"subsampled_gaussian"}`` when a statistic is
+    Poisson-sampled (``statistic_sampling`` below 1): a mixture, whose privacy loss is not Gaussian."""
+    if sampling_of(mechanism) is not None:
+        return {"subsampled_gaussian"}
+    return {law for law, _ in getattr(mechanism, "statistic_noise", dict)().values()}
+
+
+def sampling_of(mechanism) -> tuple[float, int] | None:
+    """``(q, T)``: the Poisson rate of a sampled statistic and the rounds (``iterations``) it is released, or None."""
+    rates = [q for q in getattr(mechanism, "statistic_sampling", dict)().values() if q < 1.0]
+    return (min(rates), int(getattr(mechanism, "iterations", 1))) if rates else None
+
+
+def _subsampled_epsilon(mu_step: float, sampling: tuple[float, int], delta: float) -> float:
+    """ε at δ of ``T`` Poisson-subsampled Gaussian releases of reach ``mu_step`` each (dp-accounting's PLD on a
+    pessimistic 2⁻¹² grid: an upper bound on the pair's ε when no round reaches more than ``mu_step``)."""
+    from recaudit.mechanisms.accounting import GaussianRelease, PoissonSampled, epsilon_for
+
+    q, steps = sampling
+    return float(epsilon_for(PoissonSampled(GaussianRelease(1.0 / mu_step), q, count=steps), delta, 2.0 ** -12))
+
+
+def pair_reach(law: str, reach: np.ndarray, claim, epsilon_lb: float,
+               sampling: tuple[float, int] | None = None) -> dict | None:
+    """The report's ``pair_reach`` for one test: the largest reach over its runs and the ε it implies.
+
+    ``subsampled_gaussian`` (``sampling`` = ``(q, T)``): the reach is each run's largest round's μ, and the ε is
+    that of ``T`` rounds each at that μ, sampled at ``q`` (an upper bound on the pair's ε)."""
     reach = np.asarray(reach, float)
     if reach.size == 0 or np.isnan(reach).all():
         return None
     top = float(np.nanmax(reach))
     out: dict = {"law": law, "runs": int(np.count_nonzero(~np.isnan(reach)))}
-    if law == "gaussian":
+    if law == "subsampled_gaussian":
+        epsilon = _subsampled_epsilon(top, sampling, claim.delta) if claim.delta > 0 and top > 0 else (
+            math.inf if top > 0 else 0.0)
+        out |= {"mu_step": top, "mu_step_median": float(np.nanmedian(reach)), "sampling_rate": sampling[0],
+                "steps": sampling[1]}
+    elif law == "gaussian":
         epsilon = float(gdp_epsilon(top, claim.delta)) if claim.delta > 0 else math.inf
         out |= {"mu_pair": top, "mu_pair_median": float(np.nanmedian(reach)), "mu_claim": claim.gaussian_mu}
     else:
