@@ -115,7 +115,7 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
         for (law, scale), _, m0, m1, rate in self._parts(mechanism, pair, view):
             laws.add(law)
             d = (m1 - m0) / scale
-            if rate < 1.0:
+            if rate is not None and rate < 1.0:
                 sampled.append((d * d).reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
             parts.append(_per_run(d * d if law == "gaussian" else np.abs(d)))
         if len(laws) != 1 or (sampled and (laws != {"gaussian"} or len(sampled) != len(parts))):
