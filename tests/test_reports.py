@@ -240,6 +240,12 @@ def test_compare_tabulates_and_plots_runs(tmp_path, quickstart_data, capsys):
     for img in images:
         decode_figure(img["src"])
     assert main(["compare", str(runs[0]), str(tmp_path / "nothing"), "--out", str(out)]) == 2
+    assert main(["compare", *map(str, runs), "--out", str(out), "--quiet"]) == 0  # its own folder: rewritten
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare.md").write_text("my notes")
+    assert main(["compare", *map(str, runs), "--out", str(mine), "--quiet"]) == 2  # the user's folder: refused
+    assert (mine / "compare.md").read_text() == "my notes" and sorted(p.name for p in mine.iterdir()) == ["compare.md"]
 
 
 def test_pareto_front_keeps_only_undominated_runs():

@@ -10,7 +10,7 @@ from recaudit.core.errors import BadInput
 from . import plots, run_figures
 from .report import SCHEMA_VERSION, claim_delta, claim_epsilon, confidence_text, epsilon_cell, figure, md, render_html
 from .report_text import Column, html_table, markdown_table
-from ..store import write_json, write_text
+from ..store import hold_folder, write_json, write_text
 
 
 class CompareError(BadInput, ValueError):
@@ -186,10 +186,10 @@ def write_comparison(run_dirs: list[Path], out_dir: Path, labels: list[str] | No
                      title: str = "Comparison of audit runs") -> list[dict]:
     """Tabulate and plot ``run_dirs`` (labelled ``labels``) into ``out_dir``; returns the rows."""
     rows = load_runs(run_dirs, labels)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "compare.json", {"schema_version": SCHEMA_VERSION, "runs": rows}, allow_nan=False)
-    write_text(out_dir / "compare.md", compare_markdown(rows, title))
-    metrics = sorted({r["utility_metric"] for r in rows if r["utility"] is not None})
-    write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows),
-                                                     table=html_table(rows, COMPARE_COLUMNS), metrics=metrics))
+    with hold_folder(out_dir):  # refused: a folder of the user's own files, or one another process is writing
+        write_json(out_dir / "compare.json", {"schema_version": SCHEMA_VERSION, "runs": rows}, allow_nan=False)
+        write_text(out_dir / "compare.md", compare_markdown(rows, title))
+        metrics = sorted({r["utility_metric"] for r in rows if r["utility"] is not None})
+        write_text(out_dir / "compare.html", render_html("compare.html", rows=rows, figures=compare_figures(rows),
+                                                         table=html_table(rows, COMPARE_COLUMNS), metrics=metrics))
     return rows
