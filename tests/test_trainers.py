@@ -42,6 +42,8 @@ def test_non_private_als_claiming_one_is_violated_in_one_training_run():
     assert next(e for e in t["estimators"] if e["estimator"] == "one-run")["assumes"] == "any mechanism"
     assert t["train_seconds"] > 0 and t["overhead"] is not None
     assert result.utility["rmse"] is not None  # held-out ratings of the population, predicted by the model
+    assert {"bias_rmse", "als_rmse"} <= set(result.utility)  # the non-private baselines on the same matrix
+    assert 0 < result.utility["bias_rmse"] < result.utility["zero_rmse"]
 
 
 def test_resampled_canaries_report_auc_and_a_bound():

@@ -30,6 +30,7 @@ from recaudit.simulator.seeds import stream
 from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import OthersView, Release
 
+from ..utility import baseline_predictions
 from .base import DesignError
 
 CANARY_KINDS = ("isolated", "resampled")
@@ -272,7 +273,9 @@ def trainer_world(run: TrainerRun, catalogue, horizon: float) -> dict:
 
 def trainer_utility(run: TrainerRun) -> dict:
     """Held-out RMSE of the model (``predict``, else a fold-in against ``item_factors``) on the training users'
-    held-out ratings, beside predicting 0 and the training mean; not measured without held-out ratings."""
+    held-out ratings, beside predicting 0, the training mean and the non-private bias model and ALS fitted on the
+    same training matrix (``recaudit.audits.utility.baseline_predictions``); not measured without held-out
+    ratings."""
     held = run.canaries.held_out
     base = {"metric": "held-out RMSE", "final_accuracy": None, "curve": [], "rmse": None, "zero_rmse": None,
             "mean_rmse": None}
@@ -295,7 +298,11 @@ def trainer_utility(run: TrainerRun) -> dict:
     predicted = predicted[np.repeat(np.arange(users.size), counts[users]), slot]
     truth = held.data
     mean = float(run.canaries.training.data.mean())
+    baselines = baseline_predictions(sparse.csr_array(run.canaries.training), np.repeat(users, counts[users]),
+                                     held.indices)
     return base | {"rmse": float(np.sqrt(np.mean((predicted - truth) ** 2))),
                    "zero_rmse": float(np.sqrt(np.mean(truth ** 2))),
                    "mean_rmse": float(np.sqrt(np.mean((mean - truth) ** 2))), "held_out": int(truth.size),
-                   "reference": "the ratings each user's row withheld (population held_out)"}
+                   "reference": "the ratings each user's row withheld (population held_out)"} | {
+        name: float(np.sqrt(np.mean((values - truth) ** 2))) for name, values in baselines.items()
+        if name != "mean_rmse"}
