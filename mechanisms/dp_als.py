@@ -146,8 +146,51 @@ class ALSState:
     rhs: list = field(default_factory=list)  # each round's noisy right-hand sides (n_items x r)
 
 
+class SolvedUserFactors:
+    """What DP-ALS and DP-SGD MF share: ratings centred by a public offset, the item factors ``V_{t−1}`` broadcast
+    every round (no queries), users' factors solved against them on the device, the published ``V_T`` and each
+    user's predictions from it. Needs ``offset``, ``min_rating``, ``max_rating``, ``regularization`` and a state
+    with ``factors`` (every published item-factor matrix)."""
+
+    @property
+    def centre(self) -> float:
+        if self.offset is not None:
+            return float(self.offset)
+        return 0.0 if self.min_rating is None else 0.5 * (self.min_rating + self.max_rating)
+
+    def centred(self, ratings: sparse.csr_array) -> sparse.csr_array:
+        """Ratings minus the public offset, on the same entries (explicit zeros kept)."""
+        ratings = sparse.csr_array(ratings)
+        return csr(ratings.data.astype(float) - self.centre, ratings.indices, ratings.indptr, ratings.shape)
+
+    def solve_users(self, ratings: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
+        """Every user's ridge solution against ``factors`` from all its centred ratings (users x r), unclipped."""
+        n, r = factors.shape
+        mask = csr(np.ones(ratings.nnz), ratings.indices, ratings.indptr, ratings.shape)
+        grams = np.asarray(mask @ (factors[:, :, None] * factors[:, None, :]).reshape(n, r * r))
+        return ridge_solve(grams.reshape(-1, r, r), np.asarray(ratings @ factors), self.regularization)
+
+    def broadcast(self, state) -> np.ndarray:
+        return state.factors[-1]
+
+    def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
+        return np.zeros((n_users, 0))
+
+    def publish(self, state) -> dict[str, np.ndarray]:
+        """The published item factors ``V_T`` (n_items x r)."""
+        return {"item_factors": state.factors[-1].copy()}
+
+    def personal_output(self, users: UserBatch, carried, state) -> LowRankRows:
+        """Each user's predictions ``offset + u_iᵀ v_j`` from ``V_T`` (its own factor unclipped: it is its own)."""
+        factors = state.factors[-1]
+        u = self.solve_users(self.centred(users.ratings), factors)
+        basis = np.vstack([factors.T, np.full((1, factors.shape[0]), self.centre)])
+        scale = None if self.min_rating is None else (self.min_rating, self.max_rating)
+        return LowRankRows(np.hstack([u, np.ones((u.shape[0], 1))]), basis, scale)
+
+
 @dataclass
-class DPALS(Mechanism, kind="dp_als"):
+class DPALS(SolvedUserFactors, Mechanism, kind="dp_als"):
     """Private ALS (Chien et al. 2021): noisy per-item Gram and right-hand side, users solve their own factors."""
 
     test_scenario: ClassVar[dict] = {
@@ -234,26 +277,8 @@ class DPALS(Mechanism, kind="dp_als"):
 
     # ------------------------------------------------------------ ratings
 
-    @property
-    def centre(self) -> float:
-        if self.offset is not None:
-            return float(self.offset)
-        return 0.0 if self.min_rating is None else 0.5 * (self.min_rating + self.max_rating)
-
-    def centred(self, ratings: sparse.csr_array) -> sparse.csr_array:
-        """Ratings minus the public offset, on the same entries (explicit zeros kept)."""
-        ratings = sparse.csr_array(ratings)
-        return csr(ratings.data.astype(float) - self.centre, ratings.indices, ratings.indptr, ratings.shape)
-
     def clipped_values(self, values: np.ndarray) -> np.ndarray:
         return np.clip(values, -self.rating_bound, self.rating_bound) if self.clip else values
-
-    def solve_users(self, ratings: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
-        """Every user's ridge solution against ``factors`` from all its centred ratings (users x r), unclipped."""
-        n, r = factors.shape
-        mask = csr(np.ones(ratings.nnz), ratings.indices, ratings.indptr, ratings.shape)
-        grams = np.asarray(mask @ (factors[:, :, None] * factors[:, None, :]).reshape(n, r * r))
-        return ridge_solve(grams.reshape(-1, r, r), np.asarray(ratings @ factors), self.regularization)
 
     def user_factors(self, ratings: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
         """The factors users put into the item statistics: solved, then clipped to Γ_u."""
@@ -265,12 +290,6 @@ class DPALS(Mechanism, kind="dp_als"):
         n, r = world.n_items, self.rank
         return ALSState(world, np.zeros((n, r * (r + 3) // 2)),
                         [initial_factors(n, r, self.init_scale, self.init_seed)])
-
-    def broadcast(self, state: ALSState) -> np.ndarray:
-        return state.factors[-1]
-
-    def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
-        return np.zeros((n_users, 0))
 
     def respond(self, users: UserBatch, queries, published: np.ndarray, carried, rng: np.random.Generator):
         """Each user's contribution to the item statistics, as one sparse row: for each of its (at most c) sampled
@@ -302,18 +321,6 @@ class DPALS(Mechanism, kind="dp_als"):
         state.factors.append(item_solve(gram, rhs, self.regularization))
         state.sums = np.zeros_like(state.sums)
         return state
-
-    def publish(self, state: ALSState) -> dict[str, np.ndarray]:
-        """The published item factors ``V_T`` (n_items x r)."""
-        return {"item_factors": state.factors[-1].copy()}
-
-    def personal_output(self, users: UserBatch, carried, state: ALSState) -> LowRankRows:
-        """Each user's predictions ``offset + u_iᵀ v_j`` from ``V_T`` (its own factor unclipped: it is its own)."""
-        factors = state.factors[-1]
-        u = self.solve_users(self.centred(users.ratings), factors)
-        basis = np.vstack([factors.T, np.full((1, factors.shape[0]), self.centre)])
-        scale = None if self.min_rating is None else (self.min_rating, self.max_rating)
-        return LowRankRows(np.hstack([u, np.ones((u.shape[0], 1))]), basis, scale)
 
     def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
         """Users' solves (ratings x r² products, users x r³ solves), the item step (n x r³, eigen and solve),

@@ -37,8 +37,8 @@ from scipy import sparse
 from .accounting import GaussianRelease, PoissonSampled, epsilon_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .dp_als import initial_factors, ridge_solve
-from .matrix_completion import LowRankRows, check_star_scale
+from .dp_als import SolvedUserFactors, initial_factors, ridge_solve
+from .matrix_completion import check_star_scale
 from .sparse_rows import csr
 
 #: the accountant's grid for the sampled Gaussian's PLD (dp-accounting, pessimistic): 2^-12 costs ~0.2 s for 20
@@ -80,7 +80,7 @@ class SGDState:
 
 
 @dataclass
-class DPSGDMF(Mechanism, kind="dp_sgd_mf"):
+class DPSGDMF(SolvedUserFactors, Mechanism, kind="dp_sgd_mf"):
     """DP-SGD matrix factorisation, user level: per-user clipped item-factor gradients, Poisson batches."""
 
     test_scenario: ClassVar[dict] = {
@@ -144,22 +144,6 @@ class DPSGDMF(Mechanism, kind="dp_sgd_mf"):
 
     # ------------------------------------------------------------ users
 
-    @property
-    def centre(self) -> float:
-        if self.offset is not None:
-            return float(self.offset)
-        return 0.0 if self.min_rating is None else 0.5 * (self.min_rating + self.max_rating)
-
-    def centred(self, ratings: sparse.csr_array) -> sparse.csr_array:
-        ratings = sparse.csr_array(ratings)
-        return csr(ratings.data.astype(float) - self.centre, ratings.indices, ratings.indptr, ratings.shape)
-
-    def solve_users(self, ratings: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
-        n, r = factors.shape
-        mask = csr(np.ones(ratings.nnz), ratings.indices, ratings.indptr, ratings.shape)
-        grams = np.asarray(mask @ (factors[:, :, None] * factors[:, None, :]).reshape(n, r * r))
-        return ridge_solve(grams.reshape(-1, r, r), np.asarray(ratings @ factors), self.regularization)
-
     def gradients(self, ratings: sparse.csr_array, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per rating, the residual ``u_iᵀ v_j − r_ij`` times the user's clipping factor, and the users' factors:
         user i's clipped gradient has rows ``residual · u_i`` at its items."""
@@ -177,12 +161,6 @@ class DPSGDMF(Mechanism, kind="dp_sgd_mf"):
     def init_state(self, world: WorldInfo) -> SGDState:
         n, r = world.n_items, self.rank
         return SGDState(world, np.zeros((n, r)), [initial_factors(n, r, self.init_scale, self.init_seed)])
-
-    def broadcast(self, state: SGDState) -> np.ndarray:
-        return state.factors[-1]
-
-    def make_queries(self, n_users, rng, state, rated=None) -> np.ndarray:
-        return np.zeros((n_users, 0))
 
     def respond(self, users: UserBatch, queries, published: np.ndarray, carried, rng: np.random.Generator):
         """Users in this step's Poisson batch send their clipped gradient (rows at their items, as one sparse row
@@ -220,16 +198,6 @@ class DPSGDMF(Mechanism, kind="dp_sgd_mf"):
         expected = self.sampling_rate * np.maximum(np.asarray(n_users, float), 1.0)
         return (1.0 - self.learning_rate * self.weight_decay) * factors \
             - self.learning_rate * noisy / np.reshape(expected, np.shape(expected) + (1,) * 2)
-
-    def publish(self, state: SGDState) -> dict[str, np.ndarray]:
-        return {"item_factors": state.factors[-1].copy()}
-
-    def personal_output(self, users: UserBatch, carried, state: SGDState) -> LowRankRows:
-        factors = state.factors[-1]
-        u = self.solve_users(self.centred(users.ratings), factors)
-        basis = np.vstack([factors.T, np.full((1, factors.shape[0]), self.centre)])
-        scale = None if self.min_rating is None else (self.min_rating, self.max_rating)
-        return LowRankRows(np.hstack([u, np.ones((u.shape[0], 1))]), basis, scale)
 
     def round_cost(self, world: WorldInfo, users: float) -> RoundCost:
         n, r = world.n_items, self.rank
