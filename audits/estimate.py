@@ -31,6 +31,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from recaudit.core.errors import BadInput
+from recaudit.core.files import read_bytes
 from recaudit.mechanisms import PrivacyClaim
 
 from .stats.estimators import ESTIMATORS, Estimate, Estimator, EstimatorError
@@ -385,14 +386,7 @@ def _numeric_column(values, column: str, where: str) -> np.ndarray:
 def _read_csv(path: Path) -> dict[str, Any]:
     import pandas as pd
 
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise EstimateInputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise EstimateInputError(f"{path}: is a directory, not a file") from None
-    except OSError as exc:
-        raise EstimateInputError(f"{path}: cannot read file ({exc.strerror or type(exc).__name__})") from None
+    raw = read_bytes(path, EstimateInputError)
     try:
         raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from recaudit.core.errors import BadInput
+from recaudit.core.files import read_bytes
 
 from .yamllimits import MAX_EXPANDED_VALUES, dotted, flow_nesting_refusal, too_large, written_values_refusal
 
@@ -192,20 +192,7 @@ def _yaml_error_line(exc: yaml.YAMLError, text: str) -> tuple[int, str]:
 
 
 def _read_text(path: str) -> str:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise ScenarioError(f"{path}: is a directory, not a file") from None
-    except PermissionError:
-        raise ScenarioError(f"{path}: permission denied") from None
-    except OSError as exc:
-        if p.is_dir():
-            raise ScenarioError(f"{path}: is a directory, not a file") from None
-        reason = exc.strerror or exc.__class__.__name__
-        raise ScenarioError(f"{path}: cannot read file ({reason})") from None
+    raw = read_bytes(path, ScenarioError)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
