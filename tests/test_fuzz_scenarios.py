@@ -6,10 +6,12 @@ inserted, text cut short) and generated ones (alias bombs, merge-key bombs,
 deep nesting, random nested data). The property: ``recaudit validate`` returns
 0 or 2 — never a traceback, never 3 — within 10 s, and every error line is one
 line starting ``file:line: `` with no raw control character.
-150 documents by default; ``-m slow`` runs 10,000.
+150 documents by default; ``-m slow`` runs 5,000 (issue 34's holdout check; ``RECAUDIT_FUZZ_DOCUMENTS=N`` for
+another count): ``python -m pytest -m slow -p no:cacheprovider tests/test_fuzz_scenarios.py``.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -135,9 +137,9 @@ def test_no_document_crashes_or_hangs_the_loader(tmp_path, capsys, text):
 
 
 @pytest.mark.slow
-@settings(max_examples=10_000, **SETTINGS)
+@settings(max_examples=int(os.environ.get("RECAUDIT_FUZZ_DOCUMENTS", 5_000)), **SETTINGS)
 @given(documents())
-def test_ten_thousand_documents(tmp_path, capsys, text):
+def test_five_thousand_documents(tmp_path, capsys, text):
     check_document(text, tmp_path, capsys)
 
 

@@ -124,6 +124,30 @@ def test_validate_refuses_a_bad_file_in_one_line(tmp_path, capsys, name, content
     assert err[0].startswith(f"{scenario}:5: population.path: ") and f"{data}:{line}: {message}" in err[0]
 
 
+EVERY_BAD_FILE = [(n, c, f"{n}:{line}: {m}") for n, c, line, m in BAD_FILES] + \
+    [(n, c, f"{n}: {m}") for n, c, m in BAD_WHOLE_FILES]
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "data info"])
+def test_every_bad_file_is_exit_2_in_one_line_by_every_command(tmp_path, capsys, command):
+    """Issue 34's holdout check: each bad ratings file, read by each command that reads one, is exit 2 with one
+    line naming the file (and its line), nothing written, never an internal error (exit 3)."""
+    for name, content, message in EVERY_BAD_FILE:
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        data = write(folder, name, content)
+        scenario = folder / "s.yaml"
+        scenario.write_text(f"name: f\nseed: 1\npopulation:\n  kind: ratings_file\n  path: {name}\n"
+                            "mechanism: {kind: maxsense, epsilon: 1.0}\n")
+        argv = {"validate": ["validate", str(scenario)], "run": ["run", str(scenario), "--out", str(folder / "out")],
+                "data info": ["data", "info", str(data)]}[command]
+        assert main(argv) == 2, (command, name)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "Traceback" not in err[0], (command, name, err)
+        assert f"{folder}/{message}" in err[0], (command, name, err)
+        assert not (folder / "out").exists(), (command, name)
+
+
 STARS = [[[0.05, 0.10, 0.20, 0.35, 0.30], [0.30, 0.30, 0.20, 0.15, 0.05]],
          [[0.20, 0.25, 0.25, 0.20, 0.10], [0.05, 0.05, 0.20, 0.30, 0.40]]]
 
