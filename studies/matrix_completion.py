@@ -82,8 +82,9 @@ class MatrixCompletionStudy(Study, kind="matrix_completion"):
                 try:
                     scenario = Scenario.model_validate(data, context={"world_only": True})
                 except ValidationError as exc:
-                    first = exc.errors()[0]
-                    where = ".".join(map(str, first["loc"]))
+                    first = exc.errors()[0]  # a limit's refusal names its field in the error, not the loc
+                    where = ".".join(filter(None, [*map(str, first["loc"]),
+                                                   getattr((first.get("ctx") or {}).get("error"), "field", None)]))
                     raise BadInput(f"study point {label(block)} ε={epsilon} split {split}: "
                                    f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
                                    ) from None

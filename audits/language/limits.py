@@ -52,7 +52,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -250,10 +250,12 @@ def sweep_cost(scenario, mechanism, full: bool = False, executor_type: str | Non
     world = WorldInfo(n_items, getattr(pop, "ratings_per_user", 1), len(getattr(pop, "item_cluster_weights", (0, 0))))
     state = state_bytes(mechanism, world) or 0.0
     per_process = state + 4096.0 * n_items * 8
-    memory = PROCESS_BYTES + curves * checkpoints * 64 + per_process + (workers_ * (PROCESS_BYTES + per_process)
-                                                                        if workers_ > 1
-                                                        else 0.0)
+    terms = {"sweep.replicates": curves * checkpoints * 64.0,  # every curve's points, kept
+             "population.n_items": per_process,  # a mechanism's state and a batch of rows over the items
+             "executor.workers": workers_ * (PROCESS_BYTES + per_process) if workers_ > 1 else 0.0}
+    memory = PROCESS_BYTES + sum(terms.values())
     return {"curves": float(curves), "files": float(curves), "processes": workers_, "memory": memory,
+            "memory_field": max(terms, key=terms.get),
             "seconds": SECONDS_PER["commands"] + curves * curve_seconds, "curve_seconds": curve_seconds,
             "n_items": float(n_items), "checkpoints": checkpoints}
 
@@ -300,10 +302,12 @@ def protocol_work(scenario, cost: dict[str, float], n_items: int) -> tuple[dict[
     return world, trial_work | {"blocks": cost["blocks"]}
 
 
-def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None = None) -> list[tuple[str, str]]:
+def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None = None,
+                halved: Callable[[str], dict[str, float] | None] | None = None) -> list[tuple[str, str]]:
     """``(field to lower, message)`` for every limit the run's cost exceeds.
 
-    ``panel``: for a fixed cohort, the field that sets its size (``panel.n_users`` or ``population.n_users``).
+    ``panel``: for a fixed cohort, the field that sets its size (``panel.n_users`` or ``population.n_users``);
+    ``halved``: the run's :func:`halving`, to name the field that costs the most time (:func:`time_field`).
     """
     problems = over_processes(cost["processes"], limits)  # first: more processes cost memory too
     if cost["memory"] > limits.memory_gb * GIB:
@@ -326,13 +330,68 @@ def over_limits(cost: dict[str, float], limits: LimitsConfig, panel: str | None 
                                              f"each saved as a file, over limits.files = {limits.files:.3g}"))
     if cost["seconds"] > limits.hours * 3600:
         blocks = SECONDS_PER["blocks"] * cost["blocks"]
-        field = ("audit.block_size" if blocks > cost["seconds"] / 2 else
-                 "audit.trials" if cost["audit_seconds"] > cost["world_seconds"] else
-                 panel or "churn.horizon")
-        problems.append((field, f"the run would take about {hours(cost['seconds'])} on 2 cores "
-                                f"(world {hours(cost['world_seconds'])}, audit {hours(cost['audit_seconds'])}"
-                                + (f", of which {hours(blocks)} for {cost['blocks']:.3g} blocks" if blocks else "")
-                                + f"), over limits.hours = {limits.hours:g}"))
+        problems.append((time_field(cost, panel, halved),
+                         f"the run would take about {hours(cost['seconds'])} on 2 cores (world "
+                         f"{hours(cost['world_seconds'])}, audit {hours(cost['audit_seconds'])}"
+                         + (f", of which {hours(blocks)} for {cost['blocks']:.3g} blocks" if blocks else "")
+                         + f"), over limits.hours = {limits.hours:g}"))
+    return problems
+
+
+def time_field(cost: dict[str, float], panel: str | None = None,
+               halved: Callable[[str], dict[str, float] | None] | None = None) -> str:
+    """The field whose work costs the most of a run's time: its trial blocks' overhead (``audit.block_size``, to
+    raise) when that is over half; the audit's trials when the audit outweighs the world; else of the world's
+    time, the field whose halving saves the most by the estimate (``halved(field)``, :func:`halving`): the
+    cohort's size (``panel``, or ``churn.horizon`` for arrivals), the one-run audit's canaries (``audit.trials``)
+    or the items — these only when they save clearly more (1.25 x: every cell of the rating table counts both
+    users and items, and only the mechanism's own items x items work tells them apart)."""
+    if SECONDS_PER["blocks"] * cost["blocks"] > cost["seconds"] / 2:
+        return "audit.block_size"
+    if cost["audit_seconds"] > cost["world_seconds"]:
+        return "audit.trials"
+    users = panel or "churn.horizon"
+    if halved is None:
+        return users
+    saved = {field: cost["world_seconds"] - smaller["world_seconds"]
+             for field in (users, "audit.trials", "population.n_items") if (smaller := halved(field)) is not None}
+    items = saved.pop("population.n_items", 0.0)
+    best = max(saved, key=saved.get) if saved else users
+    return "population.n_items" if items > 1.25 * saved.get(best, 0.0) else best
+
+
+def halving(scenario, mechanism, **options) -> Callable[[str], dict[str, float] | None]:
+    """``halved(field)``: the cost estimate of ``scenario`` with the number at ``section.key`` halved (None when
+    there is no such number); ``options`` as :func:`estimate_cost`'s."""
+    def halved(field: str) -> dict[str, float] | None:
+        section, _, key = field.partition(".")
+        part = getattr(scenario, section, None)
+        value = getattr(part, key, None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 1:
+            return None
+        smaller = part.model_copy(update={key: value / 2 if isinstance(value, float) else value // 2})
+        try:
+            return estimate_cost(scenario.model_copy(update={section: smaller}), mechanism, **options)
+        except Exception:  # a variant the estimate cannot take: not a candidate
+            return None
+    return halved
+
+
+def over_grid_limits(costs: list[dict[str, float]], names: list[str], limits: LimitsConfig, panel: str | None = None,
+                     halved: list[Callable] | None = None) -> list[tuple[str, str]]:
+    """``(field, message)`` for the limits a grid's points exceed together (each alone was checked): the field
+    is the one that costs the most in the costliest point (:func:`time_field`; trial blocks for files)."""
+    total, problems = grid_cost(costs), []
+    for key, limit, what in (("seconds", limits.hours * 3600, "hours"), ("files", limits.files, "files")):
+        if total[key] > limit:
+            worst = max(range(len(costs)), key=lambda i: costs[i][key])
+            field = time_field(costs[worst], panel, halved[worst] if halved else None) if key == "seconds" \
+                else "audit.block_size"
+            amount = hours if key == "seconds" else (lambda n: f"{n:.3g} files")
+            problems.append((field, f"the grid's {len(costs)} runs would take {amount(total[key])} together, over "
+                                    f"limits.{what} = {getattr(limits, what):g}; {field} costs the most in its "
+                                    f"costliest run, {names[worst]} ({amount(costs[worst][key])}): lower it or "
+                                    "list fewer grid.epsilons"))
     return problems
 
 
@@ -356,7 +415,7 @@ def over_sweep_limits(cost: dict[str, float], limits: LimitsConfig, full: bool =
                                              f"replicates), each saved as a file, over limits.files = "
                                              f"{limits.files:.3g}; lower {what}"))
     if cost["memory"] > limits.memory_gb * GIB:
-        problems.append(("sweep.max_users", f"the sweep would need about {cost['memory'] / GIB:.3g} GiB, over "
+        problems.append((cost["memory_field"], f"the sweep would need about {cost['memory'] / GIB:.3g} GiB, over "
                                             f"limits.memory_gb = {limits.memory_gb:g}"))
     if cost["seconds"] > limits.hours * 3600:
         problems.append(("sweep.max_users", f"{cost['curves']:.3g} learning curves of up to "

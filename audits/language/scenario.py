@@ -25,7 +25,8 @@ from recaudit.simulator.schedules import Panel
 
 from ..designs import DESIGNS, DesignError
 from ..stats.estimators import EstimatorError
-from .limits import GIB, LimitsConfig, estimate_cost, grid_cost, over_limits, over_sweep_limits, sweep_cost
+from .limits import (GIB, LimitsConfig, estimate_cost, halving, over_grid_limits, over_limits, over_sweep_limits,
+                     sweep_cost)
 from .sections import (ROLE_FIELDS, SAFE_NAME, STRICT, AttackConfig, AuditConfig, ChurnConfig,  # noqa: F401
                        ExecutorConfig, GridConfig, MechanismConfig, PanelConfig, PopulationConfig, SweepAxis,
                        SweepConfig, build, build_churn, build_estimator, folder_name, with_parameter)
@@ -77,10 +78,10 @@ class Scenario(BaseModel):
         """Checks that need both the mechanism and the world (e.g. more sketches than sensing blocks)."""
         if getattr(build(self.mechanism, MECHANISMS), "trains", False):
             return self  # a trainer has no rounds: _audit_fits_the_claim checks it against its world
-        context = info.context or {}
-        cost = estimate_cost(self, build(self.mechanism, MECHANISMS), base_dir=context.get("base_dir"),
-                             world_only=bool(context.get("world_only")))
-        for field, message in over_limits(cost, self.limits, panel=_panel_size_field(self))[:1]:
+        context, mechanism = info.context or {}, build(self.mechanism, MECHANISMS)
+        options = {"base_dir": context.get("base_dir"), "world_only": bool(context.get("world_only"))}
+        for field, message in over_limits(estimate_cost(self, mechanism, **options), self.limits,
+                                          _panel_size_field(self), halving(self, mechanism, **options))[:1]:
             raise ParameterError(field, message)  # before anything of the world's size is built
         pop = self.population
         if pop.kind in ("sbm", "sbm_stars", "rank_one"):
@@ -176,7 +177,7 @@ class Scenario(BaseModel):
                 raise ParameterError(f"grid.attacks.{kind}", f"no mechanism of the grid is {kind!r} (the grid's: "
                                                              f"{', '.join(sorted(kinds))})")
         seen: dict[str, str] = {}
-        costs = []
+        costs, halved = [], []
         for point in grid_points(self):
             if point.name in seen:
                 raise ParameterError(point.field, f"runs into the same folder {point.name}/ as {seen[point.name]} "
@@ -192,14 +193,11 @@ class Scenario(BaseModel):
                 eps = "" if point.epsilon is None else f" at ε = {point.epsilon:g}"
                 raise ParameterError(point.field, f"{point.kind}{eps} is not a valid scenario: {where}: "
                                                   f"{error if error is not None else problem['msg']}") from None
-            costs.append(estimate_cost(one, build(one.mechanism, MECHANISMS),
-                                       base_dir=(info.context or {}).get("base_dir")))
-        total = grid_cost(costs)
-        for key, limit, what in (("seconds", self.limits.hours * 3600, "hours"), ("files", self.limits.files, "files")):
-            if total[key] > limit:
-                amount = f"{total[key] / 3600:.3g} hours" if key == "seconds" else f"{total[key]:.3g} files"
-                raise ParameterError("grid.epsilons", f"the grid's {len(costs)} runs would take {amount} together, "
-                                                      f"over limits.{what} = {getattr(self.limits, what):g}")
+            mechanism, base = build(one.mechanism, MECHANISMS), (info.context or {}).get("base_dir")
+            costs.append(estimate_cost(one, mechanism, base_dir=base))
+            halved.append(halving(one, mechanism, base_dir=base))
+        for field, message in over_grid_limits(costs, list(seen), self.limits, _panel_size_field(self), halved)[:1]:
+            raise ParameterError(field, message)
         return self
 
     def fingerprint(self) -> str:
@@ -353,7 +351,8 @@ def command_problems(scenario: Scenario, command: str, executor_type: str | None
                   for p in grid_points(scenario)]
         return [problem for point in points for problem in command_problems(point, "run", executor_type, workers)][:1]
     return over_limits(estimate_cost(scenario, mechanism, executor_type, workers), scenario.limits,
-                       panel=_panel_size_field(scenario))
+                       _panel_size_field(scenario), halving(scenario, mechanism, executor_type=executor_type,
+                                                            workers=workers))
 
 
 def _panel_size_field(scenario: Scenario) -> str | None:

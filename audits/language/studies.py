@@ -60,14 +60,50 @@ class Study:
         raise NotImplementedError
 
 
-def check_study_limits(name: str, cost: dict[str, Any], limits: LimitsConfig) -> None:
-    """Refuse a study over ``limits`` (hours, memory) in one line naming the field to raise."""
-    if cost["memory"] > limits.memory_gb * GIB:
-        raise BadInput(f"{name}: the study would need about {cost['memory'] / GIB:.3g} GiB, over limits.memory_gb = "
-                       f"{limits.memory_gb:g} (raise limits.memory_gb in the scenario on purpose)")
-    if cost["seconds"] > limits.hours * 3600:
-        raise BadInput(f"{name}: the study would take about {hours(cost['seconds'])} on 2 cores, over limits.hours = "
-                       f"{limits.hours:g} (raise limits.hours in the scenario on purpose)")
+def check_study_limits(name: str, cost: dict[str, Any], limits: LimitsConfig, study: "Study | None" = None,
+                       seed: int = 0) -> None:
+    """Refuse a study over ``limits`` (hours, memory) in one line naming the study's setting that costs the most
+    (:func:`costliest_setting`) and the limit to raise."""
+    over = [("memory", cost["memory"] > limits.memory_gb * GIB, "memory_gb",
+             f"the study would need about {cost['memory'] / GIB:.3g} GiB, over limits.memory_gb = "
+             f"{limits.memory_gb:g}"),
+            ("seconds", cost["seconds"] > limits.hours * 3600, "hours",
+             f"the study would take about {hours(cost['seconds'])} on 2 cores, over limits.hours = "
+             f"{limits.hours:g}")]
+    for key, exceeded, limit, message in over:
+        if exceeded:
+            field = costliest_setting(study, seed, limits, key) if study is not None else None
+            lower = f"study.{field} costs the most: lower it, or " if field else "no setting of the study changes it: "
+            raise BadInput(f"{name}: {message} ({lower}raise limits.{limit} in the scenario on purpose)")
+
+
+def costliest_setting(study: "Study", seed: int, limits: LimitsConfig, key: str) -> str | None:
+    """The setting of ``study`` that costs the most ``key`` (``seconds`` or ``memory``) by its own estimate: the one
+    whose smallest value (1, or a list's first element; half when 1 is refused) saves the most. None: no setting
+    lowers it."""
+    base = float(study.estimate(seed, limits)[key])
+    best, name = 0.0, None
+    for f in dataclasses.fields(study):
+        value = getattr(study, f.name)
+        if not f.init or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            smaller = [1, value // 2] if value > 1 else []
+        elif isinstance(value, float):
+            smaller = [value / 2] if value > 0 else []
+        elif isinstance(value, list):
+            smaller = [value[:1], value[: (len(value) + 1) // 2]] if len(value) > 1 else []
+        else:
+            smaller = []
+        for candidate in smaller:
+            try:
+                saved = base - float(dataclasses.replace(study, **{f.name: candidate}).estimate(seed, limits)[key])
+            except Exception:  # a value the study refuses: try the next
+                continue
+            if saved > best * (1 + 1e-9):
+                best, name = saved, f.name
+            break
+    return name
 
 
 def describe_estimate(cost: dict[str, Any]) -> str:
@@ -133,5 +169,5 @@ class StudyScenario(BaseModel):
     def announce(self, study: Study, where: str) -> str:
         """The study's estimate as one line, before any work; ``BadInput`` (one line) over ``limits``."""
         cost = study.estimate(self.seed, self.limits)
-        check_study_limits(where, cost, self.limits)
+        check_study_limits(where, cost, self.limits, study, self.seed)
         return f"{self.name}: {describe_estimate(cost)}"
