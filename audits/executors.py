@@ -79,7 +79,8 @@ def open_executor(executor_type: str = "serial", workers: int = 2, address: str 
     ``DASK_CONNECT_TIMEOUT`` seconds, whatever answers there) when it cannot
     be had, or when a Dask worker runs other versions of recaudit or numpy.
     Each executor's ``window`` is how many tasks :func:`as_finished` keeps in
-    flight: 2 per worker process, 2 per thread of a Dask cluster's workers
+    flight: 2 per worker process (:class:`ProcessPool`, which sends a job once
+    per worker), 2 per thread of a Dask cluster's workers
     (followed as the cluster grows or shrinks), at most ``max_in_flight``.
     Leaving the block by an exception (Ctrl-C, SIGTERM) stops the workers at
     once: queued tasks are cancelled and running ones killed (their blocks
@@ -92,12 +93,11 @@ def open_executor(executor_type: str = "serial", workers: int = 2, address: str 
             yield SerialExecutor()
     elif executor_type == "processes":
         with one_blas_thread():
-            pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
-            pool.window = _capped(2 * workers, max_in_flight)
+            pool = ProcessPool(workers, _capped(2 * workers, max_in_flight))
             try:
                 yield pool
             except BaseException:
-                _stop_pool(pool)
+                pool.stop()
                 raise
             pool.shutdown(wait=True)
     elif executor_type == "dask":
@@ -105,6 +105,70 @@ def open_executor(executor_type: str = "serial", workers: int = 2, address: str 
             yield executor
     else:
         raise ExecutorUnavailable(f"unknown executor {executor_type!r}; choose serial, processes or dask")
+
+
+class Shared:
+    """A value :meth:`ProcessPool.share` gave every worker once, named in a task's arguments by its key."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int):
+        self.key = key
+
+    def __reduce__(self):
+        return Shared, (self.key,)
+
+
+#: a pool worker's shared values (:meth:`ProcessPool.share`), by key, set by its initializer
+_SHARED: dict[int, Any] = {}
+
+
+class ProcessPool(Executor):
+    """A local process pool whose workers receive the values of :meth:`share` (the audit's job) once each.
+
+    ``concurrent.futures.ProcessPoolExecutor`` pickles a task's arguments with every task: a job of a large
+    population went once per block. Here the workers start at the first ``submit`` with every value shared
+    so far in their initializer's arguments (inherited through ``fork``, not pickled at all; pickled once
+    per worker under ``spawn``), and a task names each by a :class:`Shared` key. A value shared after the
+    workers started goes with each task, as before.
+    """
+
+    def __init__(self, workers: int, window: int):
+        self.workers, self.window = workers, window
+        self._pool: ProcessPoolExecutor | None = None
+        self._shared: dict[int, Any] = {}
+
+    def share(self, value):
+        """What a task takes in ``value``'s place: a :class:`Shared` key (``value`` itself once started)."""
+        key = id(value)
+        if key in self._shared:
+            return Shared(key)
+        if self._pool is not None:
+            return value
+        self._shared[key] = value  # kept alive (and its id unique) while the pool lives
+        return Shared(key)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_worker_start,
+                                             initargs=(os.getpid(), self._shared))
+        if any(isinstance(a, Shared) for a in args):
+            return self._pool.submit(_with_shared, fn, args, kwargs)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def stop(self) -> None:
+        """Stop the workers now (:func:`_stop_pool`)."""
+        if self._pool is not None:
+            _stop_pool(self._pool)
+
+
+def _with_shared(fn, args: tuple, kwargs: dict):
+    """In a pool worker: ``fn(*args, **kwargs)`` with each :class:`Shared` argument replaced by its value."""
+    return fn(*(_SHARED[a.key] if isinstance(a, Shared) else a for a in args), **kwargs)
 
 
 def _stop_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
@@ -136,10 +200,12 @@ def _stop_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
         manager.join(2.0)
 
 
-def _worker_start(parent: int) -> None:
-    """A pool worker's initializer: BLAS on one thread; it dies with its parent (Linux: the kernel sends it
-    SIGKILL, ``PR_SET_PDEATHSIG``; elsewhere a thread polls the parent's pid every second); Ctrl-C on the
-    terminal goes to the parent only (which stops the pool), SIGTERM kills it at once."""
+def _worker_start(parent: int, shared: dict[int, Any] | None = None) -> None:
+    """A pool worker's initializer: the pool's shared values (:class:`ProcessPool`); BLAS on one thread; it
+    dies with its parent (Linux: the kernel sends it SIGKILL, ``PR_SET_PDEATHSIG``; elsewhere a thread polls
+    the parent's pid every second); Ctrl-C on the terminal goes to the parent only (which stops the pool),
+    SIGTERM kills it at once."""
+    _SHARED.update(shared or {})
     _blas().limit(limits=1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

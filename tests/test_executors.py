@@ -243,3 +243,39 @@ def test_a_run_on_a_cluster_sends_its_job_once_and_gives_the_serial_report(clust
     assert main(["run", str(serial), "--out", str(tmp_path / "s"), "--quiet"]) == 0
     assert len(sent) == 1  # the job went to the cluster once (to every worker), 32 blocks named it
     assert _report(tmp_path / "c")["tests"] == _report(tmp_path / "s")["tests"]
+
+
+# ---------------------------------------------------------------- the process pool: a job once per worker
+
+
+class _Counted:
+    """A job that counts how often this process pickles it (the pool pickles a task's arguments here)."""
+
+    pickled = 0
+
+    def __init__(self, payload: list[int]):
+        self.payload = payload
+
+    def __reduce__(self):
+        type(self).pickled += 1
+        return _Counted, (self.payload,)
+
+
+def _read(job: _Counted, i: int) -> tuple[int, int]:
+    import os
+
+    return job.payload[i], os.getpid()
+
+
+def test_the_process_pool_sends_a_shared_job_once_per_worker_not_once_a_task():
+    from recaudit.audits.executors import as_finished, open_executor
+
+    job = _Counted(list(range(100)))
+    for share, most in ((True, 2), (False, 40)):  # shared: in the workers' initializer; not: with every task
+        _Counted.pickled = 0
+        with open_executor("processes", workers=2) as pool:
+            sent = pool.share(job) if share else job
+            results = dict(as_finished(pool, ((i, _read, (sent, i)) for i in range(40))))
+        assert [results[i][0] for i in range(40)] == list(range(40))
+        assert len({pid for _, pid in results.values()}) <= 2
+        assert _Counted.pickled <= most and (share or _Counted.pickled == 40), (share, _Counted.pickled)

@@ -361,7 +361,7 @@ def run_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], trials: 
     sizes = block_sizes(trials, block_size)
     joined = _Joined(len(pairs), sizes)
     entropy = getattr(job, "entropy", None)  # the blocks' seed stream, in each saved unit's identity
-    sent = executor.share(job) if hasattr(executor, "share") else job  # a Dask cluster: sent once per worker
+    sent = executor.share(job) if hasattr(executor, "share") else job  # a pool or cluster: once per worker
     todo, waiting = [], {}
     for target, pair in enumerate(pairs):
         for first, last in _units(len(sizes), per_unit):

@@ -49,7 +49,8 @@ def sequential_blocks(block: Callable, job: AuditJob, pairs: list[TargetPair], t
         if any(_restore(progress, joined, t, index, index + 1, job.entropy) for t in range(len(pairs))):
             break
         restored = index + 1
-    todo = [((t, i, i + 1), block, (job, pair, t, i, (sizes[i],) if spans else sizes[i]))
+    sent = executor.share(job) if hasattr(executor, "share") else job  # a pool or cluster: once per worker
+    todo = [((t, i, i + 1), block, (sent, pair, t, i, (sizes[i],) if spans else sizes[i]))
             for i in range(restored, len(sizes)) for t, pair in enumerate(pairs)]
     if restored:
         report(f"resumed {restored} of {len(sizes)} blocks per target")
