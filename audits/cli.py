@@ -33,8 +33,6 @@ EXECUTORS = ["serial", "processes", "dask"]
 #: a scenario to copy the block a command needs from
 EXAMPLES = {"sweep": "scaling-maxsense.yaml", "grid": "matrix-completion-rmse-vs-epsilon.yaml"}
 log = logging.getLogger("recaudit")
-#: runs estimated to take longer than this print their estimate first
-ANNOUNCE_SECONDS = 10.0
 
 
 def _setup_logging(quiet: bool) -> None:
@@ -194,8 +192,8 @@ def _load(args: argparse.Namespace):
 
 
 def _announce_cost(scenario, args: argparse.Namespace) -> None:
-    """Log the estimated time first when it is more than ANNOUNCE_SECONDS: of one run (``recaudit run``),
-    of every point of a grid one after another (``grid``), or of every learning curve (``sweep``)."""
+    """Log the estimated time first, before any work (however short): of one run (``recaudit run``), of every
+    point of a grid one after another (``grid``), or of every learning curve (``sweep``)."""
     from recaudit.mechanisms import MECHANISMS
 
     from .language.limits import estimate_cost, grid_cost, sweep_cost
@@ -213,11 +211,10 @@ def _announce_cost(scenario, args: argparse.Namespace) -> None:
                           for p in points])
         detail = f"{len(points)} runs, one after another"
     else:
-        cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS))
+        cost = estimate_cost(scenario, build(scenario.mechanism, MECHANISMS), executor, workers)
         detail = f"world {_duration(cost['world_seconds'])}, audit {_duration(cost['audit_seconds'])}"
-    if cost["seconds"] > ANNOUNCE_SECONDS:
-        log.info("estimated %s on 2 cores (%s); progress every %.0f s", _duration(cost["seconds"]), detail,
-                 PROGRESS_EVERY)
+    log.info("estimated %s on 2 cores (%s); progress every %.0f s", _duration(cost["seconds"]), detail,
+             PROGRESS_EVERY)
 
 
 def _duration(seconds: float) -> str:
@@ -236,9 +233,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if isinstance(scenario, StudyScenario):
         return _run_study(args, scenario)
-    _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):  # checked (and held) before any simulation
+        _announce_cost(scenario, args)
         try:
             result = run_scenario(scenario, out, resume=args.resume, executor_type=args.executor,
                                   workers=args.workers, report=ConsoleReporter(args.quiet), started=args.started)
@@ -272,9 +269,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     scenario = _load(args)
     if scenario is None:
         return EXIT_BAD_INPUT
-    _announce_cost(scenario, args)
     out = args.out or Path("runs") / scenario.name
     with hold_folder(out):
+        _announce_cost(scenario, args)
         result = run_sweep(scenario, out, full=args.full, resume=args.resume, executor_type=args.executor,
                            workers=args.workers, report=ConsoleReporter(args.quiet))
         write_sweep_reports(result, out)

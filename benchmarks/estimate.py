@@ -105,7 +105,7 @@ def work(path: Path) -> dict[str, float]:
         return {"commands": 1.0} | {kind: cost["curves"] * count for kind, count in curve.items()}
     points = ([Scenario.model_validate(p.data, context={"base_dir": path.parent}) for p in grid_points(scenario)]
               if scenario.grid is not None else [scenario])
-    total = {kind: 0.0 for kind in SECONDS_PER}
+    total = {kind: 0.0 for kind in SECONDS_PER} | {"commands": 1.0 - len(points)}  # a grid's command counts once
     for point in points:
         cost = estimate_cost(point, build(point.mechanism, MECHANISMS), base_dir=path.parent)
         world, _ = world_facts(point, path.parent)
