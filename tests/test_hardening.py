@@ -211,9 +211,9 @@ def test_a_large_panel_is_blamed_on_its_size(tmp_path, capsys, panel, field):
 
 def test_a_grid_is_costed_as_the_sum_of_its_runs(tmp_path, capsys):
     data = shipped("matrix-completion-rmse-vs-epsilon")
-    data["limits"] = {"hours": 0.05}  # each point is well under 180 s; the 14 together are not
+    data["limits"] = {"hours": 0.03}  # each point is well under 108 s; the 14 together are not
     line = refused(capsys, tmp_path, data, "population.n_users", "grid")  # the field its costliest run costs most
-    assert "the grid's 14 runs would take" in line and "over limits.hours = 0.05" in line and "grid.epsilons" in line
+    assert "the grid's 14 runs would take" in line and "over limits.hours = 0.03" in line and "grid.epsilons" in line
 
 
 def test_every_mechanism_states_a_round_cost():
