@@ -94,3 +94,30 @@ def test_a_scenario_runs_on_a_fitted_world(source, tmp_path, capsys):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     utility = report["utility"]
     assert utility["rmse"] is not None and utility["bias_rmse"] < utility["mean_rmse"]
+
+
+def test_the_catalogue_states_the_mean_activity_and_mean_activity_scales_it(source):
+    path, table = source
+    population = FittedMatrix(users=3000, items=200, path=path, rank=3, test_fraction=0.0)
+    catalogue = population.catalogue(np.random.default_rng(4))
+    drawn = np.diff(population.matrix.rows.ratings.indptr)
+    assert abs(catalogue.ratings_per_user / drawn.mean() - 1) < 0.06  # the mean (duplicates trimmed), not the max
+    assert catalogue.ratings_per_user < 0.5 * drawn.max()
+    sparser = FittedMatrix(users=3000, items=300, path=path, rank=3, test_fraction=0.0, mean_activity=15.0)
+    assert abs(sparser.catalogue(np.random.default_rng(4)).ratings_per_user - 15) <= 0.5
+    assert abs(np.diff(sparser.matrix.rows.ratings.indptr).mean() / 15.0 - 1) < 0.03
+
+
+def test_a_study_runs_its_mechanisms_at_every_world_size(source, tmp_path):
+    path, _ = source
+    fw = ("{kind: private_frank_wolfe, delta: 1.0e-6, iterations: 3, row_bound: 3.0, centre: private, "
+          "min_rating: 1, max_rating: 5}")
+    (tmp_path / "s.yaml").write_text(
+        f"name: sizes\nseed: 3\nstudy: {{kind: matrix_completion, population: {{kind: fitted, path: '{path}', "
+        f"users: 100, items: 60, rank: 3, test_fraction: 0.05}}, users: [300, 900], splits: 1, epsilons: [8], "
+        f"mechanisms: [{fw}]}}\n")
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    points = json.loads((tmp_path / "out" / "mc_study.json").read_text())["points"]
+    assert [p["users"] for p in points] == [300, 900]
+    assert all(p["centring_rmse"] is not None and p["bias_rmse"] < p["mean_rmse"] for p in points)
+    assert "| 900 | private_frank_wolfe centre=private | 8 | 1 |" in (tmp_path / "out" / "mc_study.md").read_text()
