@@ -43,6 +43,7 @@ from scipy import sparse
 from .accounting import Composition, GaussianRelease, LaplaceRelease
 from .base import ParameterError, Mechanism, RoundCost, UserBatch, WorldInfo
 from .matrix_completion import LowRankRows, gram, upper
+from .mcsherry_mironov_large import LARGE_FROM_ITEMS, large_release, large_round_cost
 from .reference import analytic_gaussian_sigma
 from .mcsherry_mironov_sensitivity import (paper_epsilon, sensitivities,  # noqa: F401 (re-exported)
                                             user_level_rating_epsilon, user_sensitivities)
@@ -167,13 +168,15 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         """Two weighted Grams, an eigh (LAPACK: n^3 / 4 operations' time at 160-400 items), ridge solves; ~10 n x n
         arrays (a batched run: ~11, measured); a release: two noisy triangles, the cleaned matrix, its factors."""
         n, rows, k = world.n_items, users * world.ratings_per_user, self.rank
+        if n > LARGE_FROM_ITEMS:
+            return RoundCost(**large_round_cost(world, users, k))
         return RoundCost(operations=2 * rows * n + 3 * users * n + n ** 3 / 4 + rows * k * k + users * k ** 3,
                          state_bytes=10 * 8.0 * n * n, user_bytes=24.0 * world.ratings_per_user,
                          run_bytes=1500.0 + 88.0 * n * n + 16.0 * users * n,
                          release_bytes=8.0 * (2 * n * n + (k + 4) * n))
 
     def respond(self, users: UserBatch, queries, published, carried, rng):
-        return users.ratings.toarray(), None  # one batch of rows (the curator is trusted)
+        return sparse.csr_array(users.ratings), None  # one batch of rows, sparse (the curator is trusted)
 
     def aggregate(self, state: McSherryMironovState, queries, messages: np.ndarray) -> McSherryMironovState:
         state.rows.append(sparse.csr_array(messages))
@@ -181,9 +184,8 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 
     def end_round(self, state: McSherryMironovState, rng: np.random.Generator) -> McSherryMironovState:
         if state.rows:
-            ratings = sparse.vstack(state.rows, format="csr")
+            ratings, state.rows = sparse.vstack(state.rows, format="csr"), []  # (the batches go before the release)
             state.release = self.release(ratings, rng)
-            state.rows = []
         return state
 
     def publish(self, state: McSherryMironovState) -> Release | None:
@@ -211,9 +213,9 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
 
     def release(self, ratings: sparse.csr_array, rng: np.random.Generator) -> Release:
         """The noisy measurements of a ratings matrix (users x items, CSR) and their post-processing."""
-        ratings = self._clipped(ratings)
-        scales = self.noise_scales(self.spent_theta)
-        n = ratings.shape[1]
+        if ratings.shape[1] > LARGE_FROM_ITEMS:  # Netflix's catalogue: the same release within a few GB
+            return Release(*large_release(self, ratings, rng))
+        ratings, scales, n = self._clipped(ratings), self.noise_scales(self.spent_theta), ratings.shape[1]
         rated = _pattern(ratings)
         m: dict[str, np.ndarray] = {}
         m["GSum"] = np.array([ratings.sum()]) + self._noise(1, scales["GSum"], rng)
@@ -221,9 +223,7 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         m["MSum"] = np.asarray(ratings.sum(axis=0)).ravel() + self._noise(n, scales["MSum"], rng)
         m["MCount"] = np.asarray(rated.sum(axis=0), float).ravel() + self._noise(n, scales["MCount"], rng)
         G, mavg = self.global_effects(m)
-        centred = self.centred(ratings, mavg)
-        weight = self.weights(ratings)
-        upper = np.triu_indices(n)
+        centred, weight, upper = self.centred(ratings, mavg), self.weights(ratings), np.triu_indices(n)
         cov = _weighted_gram(centred, weight)[upper]
         wgt = _weighted_gram(rated.astype(float), weight)[upper]
         m["Cov"] = cov + self._noise(cov.shape, scales["Cov"], rng)
@@ -296,18 +296,16 @@ class McSherryMironov(Mechanism, kind="mcsherry_mironov"):
         mavg = G[..., None] + (m["MSum"] - G[..., None] * m["MCount"]) / np.maximum(m["MCount"] + prior, 1.0)
         return G, np.clip(mavg, self.min_rating, self.max_rating)
 
-    def _clipped(self, ratings: sparse.csr_array) -> sparse.csr_array:
-        out = ratings.copy()
-        out.data = np.clip(out.data, self.min_rating, self.max_rating)
-        return out
+    def _clipped(self, ratings: sparse.csr_array) -> sparse.csr_array:  # (shares the index arrays)
+        return sparse.csr_array((np.clip(ratings.data, self.min_rating, self.max_rating), ratings.indices,
+                                 ratings.indptr), shape=ratings.shape)
 
     def offsets(self, ratings: sparse.csr_array, mavg: np.ndarray) -> np.ndarray:
         """``r̄_u``: each user's mean deviation from ``MAvg``, shrunk by ``β_p`` fictitious zeros."""
         dev = ratings.data - mavg[ratings.indices]
         sums = np.add.reduceat(dev, ratings.indptr[:-1]) if dev.size else np.zeros(ratings.shape[0])
         counts = np.diff(ratings.indptr)
-        sums = np.where(counts > 0, sums, 0.0)  # reduceat repeats a value for empty rows
-        return sums / (counts + self.beta_p)
+        return np.where(counts > 0, sums, 0.0) / (counts + self.beta_p)  # reduceat repeats a value for empty rows
 
     def centred(self, ratings: sparse.csr_array, mavg: np.ndarray) -> sparse.csr_array:
         """``r̂``: ratings minus ``MAvg`` and the user offset, clamped to [−B, B], same sparsity."""
