@@ -97,9 +97,13 @@ class KnownNoiseAttack(Attack, kind="known_noise"):
             if rate is not None and law == "gaussian":
                 total = total + _sampled(y, m0, m1, scale, rate)
                 continue
-            d = m1 - m0
-            if law == "gaussian":
-                term = ((y - m0) * d - d * d / 2.0) / np.square(scale)
+            if law == "gaussian":  # ((y - m0) * d - d * d / 2) / σ², d = m1 - m0, in place: the same numbers, two
+                term, d = np.subtract(y, m0), np.subtract(m1, m0)  # arrays instead of six (10⁵ runs: 125 MB each)
+                term *= d
+                d *= d
+                d /= 2.0
+                term -= d
+                term /= np.square(scale)
             else:
                 term = (np.abs(y - m0) - np.abs(y - m1)) / scale
             total = total + _per_run(term)

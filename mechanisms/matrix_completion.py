@@ -151,7 +151,9 @@ def upper(matrices: np.ndarray) -> np.ndarray:
 def upper_outer(rows: np.ndarray) -> np.ndarray:
     """``upper(rows[..., :, None] * rows[..., None, :])`` without the full outer products."""
     i, j = _triangle(rows.shape[-1])
-    return rows[..., i] * rows[..., j]
+    out = rows[..., i]
+    out *= rows[..., j]
+    return out
 
 
 def top_eigenpair(matrix: np.ndarray) -> tuple[float, np.ndarray]:
