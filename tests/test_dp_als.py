@@ -164,8 +164,8 @@ def test_the_saturating_pair_is_refused_for_a_star_scale_mechanism():
     """A rating of 10¹⁰⁰ is not a data set of a mechanism whose ratings are on a star scale."""
     star = DPALS(epsilon=1.0, min_rating=1.0, max_rating=5.0)
     with pytest.raises(PairError, match="star scale"):
-        policy_for(star.claim, star, "saturating_single_item")
-    assert isinstance(policy_for(DPALS(epsilon=1.0).claim, DPALS(epsilon=1.0), "saturating_single_item"),
+        policy_for(star.claim, star, "single_item_add_remove_saturating")
+    assert isinstance(policy_for(DPALS(epsilon=1.0).claim, DPALS(epsilon=1.0), "single_item_add_remove_saturating"),
                       SaturatingSingleItem)
 
 

@@ -167,12 +167,17 @@ class SingleItemReplace(UserReplace):
 
     def rows_for_runs(self, population, catalogue, n, rng):
         items = reserved_items(population, catalogue, n, 2, rng)
-        value = np.full(n, float(getattr(population, "max_rating", 1.0)))
+        value = np.full(n, self.rating(population))
 
         def rows(column):
             return UserBatch.from_coo(np.arange(n), items[:, column], value, value > 0, (n, catalogue.n_items))
 
         return TargetPair(rows(0), rows(1))
+
+    @staticmethod
+    def rating(population) -> float:
+        """The audited rows' rating: the largest magnitude of the population's domain."""
+        return float(getattr(population, "max_rating", 1.0))
 
 
 class TwoItemsReplace(SingleItemReplace):
@@ -212,11 +217,13 @@ class SingleItemAddRemove(NeighbourPolicy):
 
     def rows_for_runs(self, population, catalogue, n, rng):
         items = reserved_items(population, catalogue, n, 1, rng)[:, 0]
-        value = np.full(n, float(getattr(population, "max_rating", 1.0)))
+        value = np.full(n, self.rating(population))
         shape = (n, catalogue.n_items)
         none = np.zeros(0, np.int64)
         return TargetPair(UserBatch.from_coo(none, none, np.zeros(0), np.zeros(0, bool), shape),
                           UserBatch.from_coo(np.arange(n), items, value, value > 0, shape))
+
+    rating = staticmethod(SingleItemReplace.rating)
 
 
 class SaturatingSingleItem(SingleItemAddRemove):
@@ -233,13 +240,9 @@ class SaturatingSingleItem(SingleItemAddRemove):
 
     needs_unbounded_ratings = True
 
-    def rows_for_runs(self, population, catalogue, n, rng):
-        items = reserved_items(population, catalogue, n, 1, rng)[:, 0]
-        value = np.full(n, SATURATING_RATING)
-        shape = (n, catalogue.n_items)
-        none = np.zeros(0, np.int64)
-        return TargetPair(UserBatch.from_coo(none, none, np.zeros(0), np.zeros(0, bool), shape),
-                          UserBatch.from_coo(np.arange(n), items, value, value > 0, shape))
+    @staticmethod
+    def rating(population) -> float:
+        return SATURATING_RATING
 
 
 #: the saturating pair's rating: large enough that a clipped factor solved from it saturates its clip
@@ -313,7 +316,7 @@ PAIR_POLICIES: dict[str, NeighbourPolicy] = {"disjoint_support": UserSupportRepl
                                              "single_item": SingleItemReplace(),
                                              "two_items": TwoItemsReplace(),
                                              "single_item_add_remove": SingleItemAddRemove(),
-                                             "saturating_single_item": SaturatingSingleItem(),
+                                             "single_item_add_remove_saturating": SaturatingSingleItem(),
                                              "single_flip": SingleFlip(),
                                              "add_rating": AddRating()}
 
