@@ -262,12 +262,17 @@ def _dp_accounting_epsilon(mu, delta):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, ratio", [
-    ("tight-private-frank-wolfe", 0.8),
-    ("tight-continual-tree", 0.65), ("tight-mcsherry-mironov", 0.7)])
-def test_shipped_tight_scenarios_reach_their_share_of_the_tight_epsilon(name, ratio):
+@pytest.mark.parametrize("name, ratio, figure", [
+    ("tight-private-frank-wolfe", 0.8, "estimate"),
+    ("tight-continual-tree", 0.65, "bound"), ("tight-mcsherry-mironov", 0.7, "bound")])
+def test_shipped_tight_scenarios_reach_their_share_of_the_tight_epsilon(name, ratio, figure):
     """The shipped scenarios (fixed seeds) at full size: the white-box ε_LB is at least ``ratio`` of the ε the
     claim makes or, where the pair cannot reach the claimed sensitivity, of the ε its real reach implies.
+
+    For private FW the pair's reach varies between runs, so its Gaussian-DP figure is an estimate, not a bound
+    (issue 31): the share asserted is the estimate's (how close the audit comes to the optimal test on this
+    pair), and its bound (Clopper–Pearson on the same counts, 0.0605 at the shipped seed) must be positive and
+    below the estimate. The tree's and McSherry–Mironov's figures are bounds.
 
     That ε is recomputed here from μ_pair with dp-accounting (Gaussian) — not the report's own conversion.
     Probability that a seed falls short, from Gaussian scores of the same μ and runs (40 and 200 seeds):
@@ -288,11 +293,15 @@ def test_shipped_tight_scenarios_reach_their_share_of_the_tight_epsilon(name, ra
     if reach["law"] == "gaussian":
         tight = _dp_accounting_epsilon(reach["mu_pair"], claim.delta)
         assert tight == pytest.approx(reach["epsilon_pair"], rel=1e-3)
-    share = white.estimate.epsilon_lb / min(claim.epsilon, tight)
-    print(f"{name}: epsilon_lb {white.estimate.epsilon_lb:.4f}, epsilon_pair {tight:.4f} (mu_pair "
+    shown = white.estimate.epsilon_lb if figure == "bound" else white.estimate.bound.epsilon_lb
+    assert white.estimate.is_bound == (figure == "bound")
+    if figure == "estimate":
+        assert 0 < white.estimate.epsilon_lb <= shown
+    share = shown / min(claim.epsilon, tight)
+    print(f"{name}: {figure} {shown:.4f}, bound {white.estimate.epsilon_lb:.4f}, epsilon_pair {tight:.4f} (mu_pair "
           f"{reach.get('mu_pair', float('nan')):.5f}), share {share:.3f}")  # shown with -s (Laplace: no mu)
     assert result.verdict == "consistent"
-    assert white.estimate.epsilon_lb >= ratio * min(claim.epsilon, tight)
+    assert shown >= ratio * min(claim.epsilon, tight)
 
 
 @pytest.mark.slow
@@ -304,7 +313,8 @@ def test_pgd_and_oja_white_boxes_show_a_positive_bound_on_the_correct_mechanism(
     Oja (μ ≈ 0.031, 4 × 10⁵ runs) ≈ 0.023 ± 0.003, so a seed giving 0 is a 7-sd event (probability < 1e-9).
     The bound must also stay below the ε of the pair's largest reach (above it, the replay or the noise law
     would be wrong): PGD's expected μ_LB sits 3 sd below its μ_pair (a false failure ≈ 0.1 %), Oja's 9 sd.
-    Measured through the CLI at the shipped seeds: 0.173 and 0.0616.
+    Measured through the CLI at the shipped seeds: Gaussian-DP estimates 0.173 and 0.0616; the bounds printed
+    (Clopper–Pearson on the same counts, the pairs' reach varying between runs) 0.0429 and 0.0167.
     """
     from recaudit.audits.language.scenario import load_scenario
     from recaudit.audits.runner import run_scenario
