@@ -101,7 +101,7 @@ def open_executor(executor_type: str = "serial", workers: int = 2, address: str 
                 raise
             pool.shutdown(wait=True)
     elif executor_type == "dask":
-        with dask_executor(address, workers, max_in_flight) as executor:
+        with one_blas_thread(), dask_executor(address, workers, max_in_flight) as executor:
             yield executor
     else:
         raise ExecutorUnavailable(f"unknown executor {executor_type!r}; choose serial, processes or dask")
