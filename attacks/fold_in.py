@@ -44,6 +44,15 @@ def model_refusal(attack: Attack, mechanism: Mechanism | None) -> str | None:
     return None
 
 
+def trainer_refusal(attack: Attack, mechanism: Mechanism | None, asks: str) -> str | None:
+    """:func:`model_refusal`, and a refusal of any mechanism but a trainer (the attack ``asks`` its model more than
+    the published item factors: recommendations, other users' predictions)."""
+    reason = model_refusal(attack, mechanism)
+    if reason is None and mechanism is not None and not getattr(mechanism, "trains", False):
+        return f"{attack.kind} asks a trained model for {asks} (a trainer's), not {mechanism.kind}'s"
+    return reason
+
+
 def released_factors(model: Any) -> np.ndarray:
     """The ``item_factors`` of a released model: an attribute, or a key of a published mapping."""
     factors = model.get("item_factors") if isinstance(model, dict) else getattr(model, "item_factors", None)

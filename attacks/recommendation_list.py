@@ -22,7 +22,7 @@ from recaudit.simulator.targets import TargetPair
 from recaudit.simulator.transcript import View
 
 from .base import Attack
-from .fold_in import canary_ratings, model_refusal, released_factors, trained_model
+from .fold_in import canary_ratings, released_factors, trainer_refusal, trained_model
 
 
 def _centroids(pattern: sparse.csr_array, factors: np.ndarray) -> np.ndarray:
@@ -40,10 +40,7 @@ class RecommendationListAttack(Attack, kind="recommendation_list"):
     test_mechanism = "trainer"
 
     def refusal(self, mechanism, view):
-        reason = super().refusal(mechanism, view) or model_refusal(self, mechanism)
-        if reason is None and mechanism is not None and not getattr(mechanism, "trains", False):
-            return f"{self.kind} asks a trained model for recommendations (a trainer's), not {mechanism.kind}'s"
-        return reason
+        return super().refusal(mechanism, view) or trainer_refusal(self, mechanism, "recommendations")
 
     def scores(self, mechanism: Mechanism, pair: TargetPair, view: View) -> np.ndarray:
         self.check_view(view, mechanism)
