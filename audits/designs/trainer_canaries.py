@@ -155,6 +155,23 @@ def score_model(job, model, users: int, pair: TargetPair, m: int, others: sparse
     return scores
 
 
+def canaries_checked(job, population_users: int, m: int, kind: str, per_canary: int,
+                     report: Callable[[str], None]) -> tuple[Canaries, float, float]:
+    """The population's matrix with its canaries, and the trainer's seed use checked on it (two small fits);
+    with the seconds each took."""
+    mechanism, root = job.mechanism, job.root()
+    begun = time.perf_counter()
+    ratings, held_out = population_rows(job.population, job.catalogue, population_users,
+                                        stream(root, "trainer", "population"))
+    canaries = draw_canaries(ratings, held_out, m, kind, per_canary, stream(root, "trainer", "canaries"))
+    built = time.perf_counter()
+    if not getattr(mechanism, "check_seed", False):
+        return canaries, built - begun, 0.0
+    report("checking that the trainer's coins come from its rng (two small fits, one seed)")
+    mechanism.check_reproducible(canaries.training, np.random.SeedSequence(root.entropy, spawn_key=(7,)))
+    return canaries, built - begun, time.perf_counter() - built
+
+
 def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
                report: Callable[[str], None] = lambda _: None, references: int = 0) -> TrainerRun:
     """Build the population's matrix and the canaries, check the trainer's seed use, train once, score.
@@ -164,18 +181,8 @@ def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
     (offline LiRA with a fixed variance, Carlini et al. 2022: a canary hard to fit whoever trains is no longer
     taken for a non-member).
     """
-    mechanism = job.mechanism
-    root = job.root()
-    begun = time.perf_counter()
-    ratings, held_out = population_rows(job.population, job.catalogue, population_users,
-                                        stream(root, "trainer", "population"))
-    canaries = draw_canaries(ratings, held_out, m, kind, per_canary, stream(root, "trainer", "canaries"))
-    built = time.perf_counter()
-    check_seconds = 0.0
-    if getattr(mechanism, "check_seed", False):
-        report("checking that the trainer's coins come from its rng (two small fits, one seed)")
-        mechanism.check_reproducible(canaries.training, np.random.SeedSequence(root.entropy, spawn_key=(7,)))
-        check_seconds = time.perf_counter() - built
+    mechanism, root = job.mechanism, job.root()
+    canaries, build_seconds, check_seconds = canaries_checked(job, population_users, m, kind, per_canary, report)
     report(f"training once on {canaries.training.shape[0]:,} users x {canaries.training.shape[1]:,} items "
            f"({canaries.training.nnz:,} ratings; {canaries.members} of {m} {kind} canaries in)")
     started = time.perf_counter()
@@ -190,7 +197,7 @@ def train_once(job, population_users: int, m: int, kind: str, per_canary: int,
         out = [score_model(job, mechanism.train(canaries.without, stream(root, "trainer", "reference", k)),
                        canaries.without.shape[0], pair, m, canaries.without) for k in range(references)]
         calibrated = scores - np.mean(out, axis=0)
-    return TrainerRun(canaries, model, scores, trained - started, built - begun, scored - trained, check_seconds,
+    return TrainerRun(canaries, model, scores, trained - started, build_seconds, scored - trained, check_seconds,
                       calibrated, time.perf_counter() - scored)
 
 

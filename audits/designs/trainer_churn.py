@@ -24,7 +24,7 @@ from scipy import sparse
 from recaudit.simulator.seeds import stream
 
 from .base import DesignError
-from .trainer_canaries import Canaries, TrainerRun, draw_canaries, population_rows, score_model
+from .trainer_canaries import Canaries, TrainerRun, canaries_checked, score_model
 
 #: churn settings a trainer's schedule does not read (it has no queries; arrivals follow the population's size)
 UNUSED_CHURN = ("arrival_rate", "query_interval", "queries_per_user", "batch_size")
@@ -39,22 +39,13 @@ def retrain_under_churn(job, churn, population_users: int, m: int, kind: str, pe
                         report: Callable[[str], None] = lambda _: None) -> TrainerRun:
     """Refit the trainer at every release on the users present; each canary's score averaged over its releases."""
     mechanism, root = job.mechanism, job.root()
-    begun = time.perf_counter()
-    ratings, held_out = population_rows(job.population, job.catalogue, population_users,
-                                        stream(root, "trainer", "population"))
-    canaries = draw_canaries(ratings, held_out, m, kind, per_canary, stream(root, "trainer", "canaries"))
+    canaries, build_seconds, check_seconds = canaries_checked(job, population_users, m, kind, per_canary, report)
     background, rows = canaries.without, sparse.csr_matrix(canaries.rows)
     n = background.shape[0]
     schedule = stream(root, "trainer", "churn")
     arrive = schedule.uniform(0.0, churn.horizon, n + m)
     leave = arrive + schedule.exponential(churn.mean_lifetime, n + m)
     times = release_times(churn.horizon, churn.release_interval)
-    built = time.perf_counter()
-    check_seconds = 0.0
-    if getattr(mechanism, "check_seed", False):
-        report("checking that the trainer's coins come from its rng (two small fits, one seed)")
-        mechanism.check_reproducible(canaries.training, np.random.SeedSequence(root.entropy, spawn_key=(7,)))
-        check_seconds = time.perf_counter() - built
     pair = canaries.pair()
     sums, seen = np.zeros((len(job.attacks), m)), np.zeros(m)
     state: dict = {"train": 0.0, "attack": 0.0, "sizes": []}
@@ -94,7 +85,7 @@ def retrain_under_churn(job, churn, population_users: int, m: int, kind: str, pe
         raise DesignError("no canary is present at any release: raise churn.mean_lifetime or lower "
                           "churn.release_interval")
     last = _last_release(canaries, state, kept)
-    return TrainerRun(last, state["model"], sums[:, kept] / seen[kept], state["train"], built - begun,
+    return TrainerRun(last, state["model"], sums[:, kept] / seen[kept], state["train"], build_seconds,
                       state["attack"], check_seconds, release_times=tuple(float(t) for t in times),
                       training_users=tuple(state["sizes"]), unscored=int(m - kept.sum()))
 
