@@ -1,0 +1,39 @@
+"""The learned attacks' fast paths give the slow paths' scores (deterministic checks, fixed seeds; no statistics)."""
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier
+
+from recaudit.attacks.learned import MIN_SAMPLES_LEAF, output_table, splittable_columns
+from recaudit.attacks.sparse import SparseBoostedAttack
+from recaudit.mechanisms.vector_reference import VECTOR_REFERENCE
+
+
+def test_splittable_columns_drops_only_columns_no_leaf_can_split():
+    n = 1_000
+    features = np.zeros((n, 5))
+    features[:, 0] = np.arange(n)                     # all distinct: kept
+    features[500:519, 1] = 1.0                        # 19 rows differ from the rest: no split leaves 20 a side
+    features[500:520, 2] = 1.0                        # 20 rows differ: splittable, kept
+    features[[0, n // 2, n - 1], 3] = 7.0             # 3 odd rows, all where the shared value is looked for: kept
+    assert splittable_columns(features, MIN_SAMPLES_LEAF).tolist() == [0, 2, 3]  # column 4 is constant
+    assert splittable_columns(np.zeros((n, 2)), MIN_SAMPLES_LEAF).tolist() == [0]  # never no column at all
+
+
+def test_trees_on_splittable_columns_score_as_on_all_columns():
+    # sparse_boosted on a 4-bin Laplace histogram (continuous): its count/column features are near-constant and
+    # are left out of the trees; the trees fitted on every column, as before, give the same scores exactly
+    mech = VECTOR_REFERENCE["vector_laplace"](1.0)
+    seeds = np.random.SeedSequence(11).spawn(3)
+    tables = [output_table(mech.sample(v, 6_000, np.random.default_rng(s)), 6_000)
+              for v, s in zip(mech.neighbours, seeds)]
+    attack = SparseBoostedAttack(max_fit=2_000, held_out=1_000)
+    attack.fit_outputs(tables[0].take(slice(0, 4_000)), tables[1].take(slice(0, 4_000)), seed=seeds[2])
+    every = attack._features(np.vstack([attack._rare(t.take(slice(0, 2_000))).values for t in tables]))
+    assert attack._splittable.size < every.shape[1]  # something was left out
+    slow = HistGradientBoostingClassifier(
+        max_iter=attack.max_iter, learning_rate=attack.learning_rate, max_leaf_nodes=attack.max_leaf_nodes,
+        min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=True, random_state=attack._model.random_state,
+    ).fit(every, np.repeat([0, 1], 2_000))
+    attack._additive = None  # score with the trees
+    rest = tables[0].take(slice(4_000, None))
+    np.testing.assert_array_equal(attack.score_outputs(rest),
+                                  slow.decision_function(attack._features(attack._rare(rest).values)))
