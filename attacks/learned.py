@@ -37,6 +37,7 @@ import numpy as np
 
 from recaudit.mechanisms.base import LocalMechanism
 
+from .additive import Additive
 from .base import Attack, AttackError
 
 __all__ = ["OutputTable", "output_table", "describe_outputs", "OutputAttack", "HistogramAttack",
@@ -360,7 +361,7 @@ class BoostedAttack(OutputAttack, kind="boosted"):
             columns = self._additive_columns(table0)
             if columns and min(len(c) for c in check) > 0:
                 few = np.flatnonzero((np.arange(len(y)) - np.where(y == 1, fit, 0)) < self.additive_fit)
-                additive = _Additive(x[few, :columns], y[few])
+                additive = Additive(x[few, :columns], y[few])
                 held = np.vstack([c.values for c in check])
                 truth = np.repeat([0, 1], [len(c) for c in check])
                 worse = _log_losses(additive.decision(held[:, :columns]), truth) - _log_losses(
@@ -425,44 +426,6 @@ def _thread_pools():
 def _log_losses(log_odds: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """Per-run log-loss of log-odds predictions of labels ``truth`` (0/1)."""
     return np.logaddexp(0.0, np.where(truth == 1, -log_odds, log_odds))
-
-
-class _Additive:
-    """Logistic regression on each column and its piecewise-linear pieces between quantile knots (clipped
-    copies of the column): a sum of one function per column, linear in the tails. Scores by interpolation."""
-
-    KNOTS = 10
-
-    def __init__(self, x: np.ndarray, y: np.ndarray):
-        from sklearn.linear_model import LogisticRegression
-
-        self.columns = x.shape[1]
-        self.knots = [np.unique(np.quantile(column, np.linspace(0, 1, self.KNOTS))) for column in x.T]
-        self.mean, self.scale = x.mean(axis=0), np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
-        model = LogisticRegression(C=1.0, max_iter=1000).fit(self._table(x), y)
-        weights, at = model.coef_[0], x.shape[1]
-        self.slope = weights[:at] / self.scale
-        self.intercept = float(model.intercept_[0]) - float(self.slope @ self.mean)
-        self.values = []  # each column's piecewise part at its knots
-        for k in self.knots:
-            w, at = weights[at:at + k.size - 1], at + k.size - 1
-            self.values.append(np.concatenate([[0.0], np.cumsum(w * np.diff(k) / self.scale_of(k))]))
-
-    @staticmethod
-    def scale_of(knots: np.ndarray) -> np.ndarray:
-        return np.maximum(np.diff(knots), 1e-12)
-
-    def _table(self, x: np.ndarray) -> np.ndarray:
-        parts = [(x - self.mean) / self.scale]
-        for j, k in enumerate(self.knots):  # piece i: (clip(x, k_i, k_i+1) - k_i) / (k_i+1 - k_i), in [0, 1]
-            parts.append((np.clip(x[:, [j]], k[:-1], k[1:]) - k[:-1]) / self.scale_of(k))
-        return np.hstack(parts)
-
-    def decision(self, x: np.ndarray) -> np.ndarray:
-        score = self.intercept + x @ self.slope
-        for j, (k, v) in enumerate(zip(self.knots, self.values)):
-            score += np.interp(x[:, j], k, v)
-        return score
 
 
 #: The learned attacks by name (the harness's ``attack=`` and scenarios' ``kind``).
