@@ -15,7 +15,7 @@ Rows (goal in brackets):
 * ``churn``: users/s of a MaxSense churn run against one bare SimPy process per user [≥ 10×];
 * ``completion``: private Frank–Wolfe with its canary one-run audit (``recaudit run``) against one
   sparse ``Aᵀ(Av)`` on the same ratings [≤ 250× (issue 34), peak ≤ 1.5 GB];
-* ``learned``: a black-box audit of the 5-bin Laplace histogram with the ``auto`` attack against
+* ``learned``: a black-box audit of the 4-bin Laplace histogram with the ``auto`` attack against
   sampling its outputs alone [≤ 8×], each timed three times, alternating, the ratio of the minima;
 * ``trainer``: ``recaudit run`` of a trainer's one-run audit (the shipped non-private ALS, 1,000 isolated
   canaries, fold-in) against one training run of the same model on the same ratings [≤ 2×], each timed three
@@ -194,7 +194,7 @@ def row_learned(scale: float, repeats: int = 3) -> dict:
                         for i, value in enumerate(mech.neighbours)],
         repeats)
     (base, base_wall), (case, wall) = min(bases), min(cases)
-    return {"measure": f"learned attack (auto → {run.attack}), 5-bin Laplace histogram, {trials:,} samples per "
+    return {"measure": f"learned attack (auto → {run.attack}), 4-bin Laplace histogram, {trials:,} samples per "
                        "world, vs sampling alone", "goal": "<= 8x", "baseline_cpu": base, "case_cpu": case,
             "ratio": case / base, "wall": wall, "baseline_wall": base_wall,
             "notes": f"minimum of {repeats} alternating timings each (baseline {spread(bases)} s; case "
