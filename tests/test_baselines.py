@@ -78,3 +78,21 @@ def test_als_matches_surprise_on_movielens_100k():
                              held.row, held.col), held.data)
     print(f"ALS {ours:.4f}, Surprise SVD {theirs:.4f}")
     assert abs(ours - theirs) <= 0.01, (ours, theirs)
+
+
+def test_the_bias_model_in_chunks_with_empty_rows_is_the_dense_alternation():
+    """Spans of a few rows (``chunk``), users with no rating: the same biases as the alternating ridge steps written
+    on the dense table (sums over a 0/1 mask), within 1e-12."""
+    train, *_ = _world(users=120, items=50, per_user=10)
+    train = sparse.csr_array(train.toarray() * (np.arange(120) % 7 != 3)[:, None])  # every 7th user rates nothing
+    dense, mask = train.toarray(), train.toarray() != 0
+    mean = dense[mask].mean()
+    bu, bi = np.zeros(120), np.zeros(50)
+    for _ in range(10):
+        bi = ((dense - mean - bu[:, None]) * mask).sum(axis=0) / (10 + mask.sum(axis=0))
+        bu = ((dense - mean - bi[None, :]) * mask).sum(axis=1) / (15 + mask.sum(axis=1))
+    for chunk in (1 << 22, 37, 11):
+        model = fit_bias_model(train, chunk=chunk)
+        np.testing.assert_allclose(model.item_bias, bi, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(model.user_bias, bu, rtol=0, atol=1e-12)
+        assert model.mean == mean
