@@ -1,6 +1,7 @@
 """The learned attacks' fast paths give the slow paths' scores (deterministic checks, fixed seeds; no statistics)."""
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
+from threadpoolctl import threadpool_limits
 
 from recaudit.attacks.learned import MIN_SAMPLES_LEAF, output_table, splittable_columns
 from recaudit.attacks.sparse import SparseBoostedAttack
@@ -29,14 +30,15 @@ def test_trees_on_splittable_columns_score_as_on_all_columns():
     attack.fit_outputs(tables[0].take(slice(0, 4_000)), tables[1].take(slice(0, 4_000)), seed=seeds[2])
     every = attack._features(np.vstack([attack._rare(t.take(slice(0, 2_000))).values for t in tables]))
     assert attack._splittable.size < every.shape[1]  # something was left out
-    slow = HistGradientBoostingClassifier(
-        max_iter=attack.max_iter, learning_rate=attack.learning_rate, max_leaf_nodes=attack.max_leaf_nodes,
-        min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=True, random_state=attack._model.random_state,
-    ).fit(every, np.repeat([0, 1], 2_000))
-    attack._additive = None  # score with the trees
-    rest = tables[0].take(slice(4_000, None))
-    np.testing.assert_array_equal(attack.score_outputs(rest),
-                                  slow.decision_function(attack._features(attack._rare(rest).values)))
+    with threadpool_limits(1):  # OpenMP's threads spin on a busy machine (the attack limits them too)
+        slow = HistGradientBoostingClassifier(
+            max_iter=attack.max_iter, learning_rate=attack.learning_rate, max_leaf_nodes=attack.max_leaf_nodes,
+            min_samples_leaf=MIN_SAMPLES_LEAF, early_stopping=True, random_state=attack._model.random_state,
+        ).fit(every, np.repeat([0, 1], 2_000))
+        attack._additive = None  # score with the trees
+        rest = tables[0].take(slice(4_000, None))
+        np.testing.assert_array_equal(attack.score_outputs(rest),
+                                      slow.decision_function(attack._features(attack._rare(rest).values)))
 
 
 def test_additive_decision_is_numpy_interp_exactly():
@@ -59,3 +61,4 @@ def test_additive_decision_is_numpy_interp_exactly():
         slow += np.interp(probe[:, j], k, v)
     assert [k.size for k in model.knots] == [10, 10, 1]
     np.testing.assert_array_equal(model.decision(probe), slow)
+
