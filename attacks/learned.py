@@ -387,8 +387,15 @@ class BoostedAttack(OutputAttack, kind="boosted"):
     def score_outputs(self, table):
         if self._additive is not None:
             return self._additive.decision(table.values[:, :self._additive.columns])
+        if len(table) > 1 and table.discrete.all():  # a run's score is a function of its row: each distinct row once
+            rows, inverse = unique_rows(table.values)
+            if rows.shape[0] < len(table):
+                return self._tree_scores(OutputTable(rows, table.discrete))[inverse]
+        return self._tree_scores(table)
+
+    def _tree_scores(self, table: OutputTable) -> np.ndarray:
         with _one_thread():
-            return self._model.decision_function(self._tree_features(table.values))
+            return self._model.decision_function(self._tree_features(self._tree_table(table).values))
 
 
 def splittable_columns(features: np.ndarray, min_leaf: int) -> np.ndarray:

@@ -70,8 +70,3 @@ class SparseBoostedAttack(BoostedAttack, kind="sparse_boosted"):
     def _additive_columns(self, table) -> int:
         # the additive model reads the output's own columns when they are all continuous (rare features aside)
         return 0 if table.discrete[:self._output_columns].any() else self._output_columns
-
-    def score_outputs(self, table):
-        if self._additive is not None:  # it reads the output's own columns: no rare features to compute
-            return self._additive.decision(table.values)
-        return super().score_outputs(self._rare(table))

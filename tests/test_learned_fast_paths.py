@@ -62,3 +62,22 @@ def test_additive_decision_is_numpy_interp_exactly():
     assert [k.size for k in model.knots] == [10, 10, 1]
     np.testing.assert_array_equal(model.decision(probe), slow)
 
+
+def test_trees_score_each_distinct_discrete_row_once_as_every_row():
+    # noisy-max indices and sparse-vector rows (discrete, few distinct): boosted and sparse_boosted score the
+    # distinct rows and gather; scoring every row gives the same numbers
+    from recaudit.attacks.learned import BoostedAttack
+    from recaudit.mechanisms.vector_reference import VECTOR_BROKEN
+
+    for name in ("report_noisy_max_index", "sparse_vector"):
+        mech = VECTOR_BROKEN[name](1.0)
+        seeds = np.random.SeedSequence(12).spawn(2)
+        tables = [output_table(mech.sample(v, 4_000, np.random.default_rng(s)), 4_000)
+                  for v, s in zip(mech.neighbours, seeds)]
+        assert tables[0].discrete.all()
+        for attack in (BoostedAttack(max_fit=1_500, held_out=500), SparseBoostedAttack(max_fit=1_500, held_out=500)):
+            attack.fit_outputs(tables[0].take(slice(0, 2_000)), tables[1].take(slice(0, 2_000)), seed=3)
+            rest = tables[1].take(slice(2_000, None))
+            fast = attack.score_outputs(rest)
+            assert np.unique(fast).size < 100  # few distinct rows: the lookup path was taken
+            np.testing.assert_array_equal(fast, attack._tree_scores(rest))
