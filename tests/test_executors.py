@@ -201,6 +201,21 @@ def test_tasks_in_flight_follow_the_cluster_s_threads(cluster):
     assert in_flight == 3 and running == 3
 
 
+def _tick_ms(dask_worker=None, dask_scheduler=None) -> float:
+    return (dask_worker or dask_scheduler).periodic_callbacks["tick"].callback_time
+
+
+def test_a_local_cluster_s_event_loops_check_their_health_every_second_not_every_20_ms():
+    """Each check woke a worker 50 times a second and took the GIL from its block (docs/guide/dask.md)."""
+    pytest.importorskip("distributed")
+    from recaudit.audits.executors import open_executor
+
+    with open_executor("dask", workers=2) as executor:
+        workers = executor.client.run(_tick_ms)  # in the workers' own (forked) processes
+        scheduler = executor.client.run_on_scheduler(_tick_ms)
+    assert len(workers) == 2 and set(workers.values()) == {1000} and scheduler == 1000
+
+
 def test_a_worker_with_other_versions_is_refused_in_one_line(monkeypatch):
     distributed = pytest.importorskip("distributed")
     import numpy
