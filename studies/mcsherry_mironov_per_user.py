@@ -188,8 +188,9 @@ def run(out: Path, counts, epsilon: float, trials: int, alpha: float, world: Stu
 
 
 #: measured (2 shared cores, user CPU): one full run of the 100 x 100 world, peak memory. counts [1], 100 trials
-#: (200 runs): 22.5 s user CPU, 196 MB peak RSS (estimated 20 s, 250 MB)
-SECONDS_PER_RUN, MEMORY = 0.1, 250 * 2 ** 20
+#: (200 runs): 22.5 s user CPU, 196 MB peak RSS (estimated 20 s, 250 MB); the shipped study (6 counts, 2,000
+#: trials: 24,000 runs): 549 s CPU, peak RSS 912 MiB (2026-11-28; estimated 40 min and, before RELEASE_BYTES, 250 MB)
+SECONDS_PER_RUN, MEMORY, RELEASE_BYTES = 0.1, 250 * 2 ** 20, 24
 
 
 @dataclass
@@ -212,9 +213,11 @@ class McSherryMironovPerUserStudy(Study, kind="mcsherry_mironov_per_user"):
 
     def estimate(self, seed: int, limits) -> dict:
         """CPU from measured runs (``SECONDS_PER_RUN`` a full run of the 100 x 100 world, two worlds x ``trials``
-        per count, scaled by users x items); memory as measured (``MEMORY``)."""
+        per count, scaled by users x items); memory as measured: ``MEMORY`` and, for each of a count's runs (its
+        release is held until the count's runs are scored), ``RELEASE_BYTES`` per item pair."""
         runs = 2 * self.trials * len(self.counts)
-        return {"seconds": runs * SECONDS_PER_RUN * self.users * self.items / 10_000, "memory": MEMORY,
+        memory = MEMORY + 2 * self.trials * self.items ** 2 * RELEASE_BYTES
+        return {"seconds": runs * SECONDS_PER_RUN * self.users * self.items / 10_000, "memory": memory,
                 "basis": f"{runs} full runs of a {self.users} x {self.items} world, from measured runs"}
 
     def run(self, out: Path, seed: int, log) -> list[Path]:
