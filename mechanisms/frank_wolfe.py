@@ -209,7 +209,11 @@ class PrivateFrankWolfe(GramCompletion, kind="private_frank_wolfe"):
         new = coefficients.copy()
         new[:, :t - 1] *= shrink
         new[:, t - 1] = -(nuclear_bound / self.iterations) * u
-        seen = shrink * seen + per_entry(targets, new[:, t - 1]) * basis[t - 1, targets.indices]
+        # seen <- shrink * seen + new_t * v̂_t on Ω, in place (the same numbers as written out, fewer temporaries)
+        step = per_entry(targets, new[:, t - 1])
+        step *= basis[t - 1].take(targets.indices)
+        seen *= shrink
+        seen += step
         if self.project:  # Π_{L,Ω}: rows scaled down to ‖P_Ω(Y_i)‖ ≤ L
             factor = np.minimum(1.0, self.row_bound / np.maximum(row_norms(targets, seen), 1e-300))
             new *= factor[:, None]

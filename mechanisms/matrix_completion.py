@@ -107,6 +107,12 @@ def clip_rows(rows: sparse.csr_array, bound: float) -> sparse.csr_array:
     return with_values(rows, rows.data * per_entry(rows, factor))
 
 
+#: elements of the dense block of predicted rows ``observed`` builds at a time (1 MB: it stays in a core's cache
+#: while its entries are read off): 0.12-0.15 s CPU a round of 500k users x 400 items over 2-9 vectors, against
+#: 0.15-0.17 s with 16 MB blocks (``DENSE_CHUNK``, used before)
+OBSERVED_CHUNK = 2 ** 17
+
+
 def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray) -> sparse.csr_array:
     """P_Ω(coefficients @ basis) on ``rows``' structure, entry by entry."""
     if basis.shape[0] == 0:
@@ -114,14 +120,16 @@ def observed(rows: sparse.csr_array, coefficients: np.ndarray, basis: np.ndarray
     values = np.empty(rows.nnz)  # (every entry is written below)
     # dense rows of a few users at a time (the blocks' size is part of the result: BLAS's tiling of the product
     # changes its last bits)
-    chunk = max(1, DENSE_CHUNK // rows.shape[1])
+    n = rows.shape[1]
+    chunk = max(1, OBSERVED_CHUNK // n)
     for start in range(0, rows.shape[0], chunk):
         stop = min(start + chunk, rows.shape[0])
         lo, hi = rows.indptr[start], rows.indptr[stop]
         dense = coefficients[start:stop] @ basis
         # flat positions in the dense block (a third faster than indexing it by (row, column) pairs)
-        flat = np.repeat(np.arange(0, dense.size, rows.shape[1]), np.diff(rows.indptr[start:stop + 1]))
-        values[lo:hi] = np.take(dense.ravel(), flat + rows.indices[lo:hi])
+        flat = np.repeat(np.arange(0, dense.size, n), np.diff(rows.indptr[start:stop + 1]))
+        flat += rows.indices[lo:hi]
+        np.take(dense.ravel(), flat, out=values[lo:hi])
     return with_values(rows, values)
 
 

@@ -296,3 +296,56 @@ def test_noiseless_projected_gradient_matches_a_dense_reimplementation(row_bound
                                             iterations, pgd.step_size, rank)
     np.testing.assert_allclose(completed, expected, atol=1e-9)
     assert np.abs(expected).max() > 0.1  # not a comparison of two zero matrices
+
+
+@pytest.mark.parametrize("chunk", [8 * 7, 1 << 17])  # 7 users a dense block (the last one short), or all at once
+def test_observed_entries_match_dense_rows_in_blocks(monkeypatch, chunk):
+    from recaudit.mechanisms import matrix_completion
+
+    monkeypatch.setattr(matrix_completion, "OBSERVED_CHUNK", chunk)
+    rows, _, _ = rank_one(40, 8, 3, seed=5)
+    ratings = sparse.csr_array(rows.ratings.toarray() * (np.arange(40) % 9 != 4)[:, None])  # some rows empty
+    rng = np.random.default_rng(6)
+    coefficients, basis = rng.normal(size=(40, 3)), rng.normal(size=(3, 8))
+    np.testing.assert_allclose(observed(ratings, coefficients, basis).toarray(),
+                               np.where(ratings.toarray() != 0, coefficients @ basis, 0), rtol=1e-14, atol=1e-15)
+
+
+def reference_frank_wolfe(y_star, mask, row_bound, iterations, nuclear_bound, shift):
+    """Private FW with σ = 0, dense, from Jain et al.'s Algorithm 1 (written for this test): Y⁰ = 0; each round
+    A = P_Ω(Y − Y*) of the clipped targets, (λ, v) the top eigenpair of AᵀA (largest entry of v positive),
+    u = Av / (√λ + shift), Y ← Π_{L,Ω}((1 − 1/T) Y − (k/T) u vᵀ)."""
+    def clip(rows):
+        norms = np.linalg.norm(np.where(mask, rows, 0.0), axis=1)
+        return rows * np.minimum(1.0, row_bound / np.maximum(norms, 1e-300))[:, None]
+
+    target = clip(np.where(mask, y_star, 0.0))
+    y = np.zeros_like(target)
+    for _ in range(iterations):
+        residual = np.where(mask, y - target, 0.0)
+        values, vectors = np.linalg.eigh(residual.T @ residual)
+        v = vectors[:, -1] * np.sign(vectors[np.argmax(np.abs(vectors[:, -1])), -1])
+        u = residual @ v / max(np.sqrt(max(values[-1], 0.0)) + shift, 1e-12)
+        y = clip((1 - 1 / iterations) * y - (nuclear_bound / iterations) * np.outer(u, v))
+    return y
+
+
+@pytest.mark.parametrize("row_bound", [0.3, 10.0])  # the projection binding (on 78 of 300 rows at the end), or not
+def test_noiseless_frank_wolfe_matches_a_dense_reimplementation(row_bound):
+    """The engine's private FW with the noise switched off (σ spent = 0): users' steps (``_step``, ``observed``: P_Ω
+    of rows kept as coefficients, updated in place), the eigenvalue shift and the projection, against the dense
+    algorithm."""
+    import dataclasses
+
+    rows, _, _ = rank_one(300, 12, 5, seed=8)
+    fw = PrivateFrankWolfe(epsilon=1.0, iterations=6, row_bound=row_bound, nuclear_scale=0.8, shift_scale=0.05)
+    fw.noise = dataclasses.replace(fw.noise, spent_sigma=0.0)
+    transcript = panel_run(fw, rows)
+    position = np.empty(300, int)
+    position[transcript.user_cluster[transcript.output_user]] = np.arange(300)
+    completed = transcript.outputs.dense()[position]
+    mask = rows.ratings.toarray() != 0
+    expected = reference_frank_wolfe(np.where(mask, rows.ratings.toarray(), 0.0), mask, row_bound, 6,
+                                     0.8 * np.sqrt(300 * 12), fw.eigen_shift(12))
+    np.testing.assert_allclose(completed, expected, atol=1e-9)
+    assert np.abs(expected).max() > 0.25 and fw.eigen_shift(12) > 0.5  # not two zero matrices; the shift is taken
