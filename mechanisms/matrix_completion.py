@@ -21,7 +21,7 @@ from . import centring
 from .accounting import Composition, GaussianRelease, gaussian_sigma_for
 from .base import GaussianNoise, Mechanism, ParameterError, PrivacyClaim, UserBatch, WorldInfo
 from .costs import RoundCost
-from .gram_sums import DENSE_CHUNK, DENSE_FROM_ENTRIES, gram  # noqa: F401 (gram re-exported)
+from .gram_sums import DENSE_CHUNK, DENSE_FROM_ENTRIES, GramSum, gram  # noqa: F401 (gram re-exported)
 from .sparse_rows import csr
 
 
@@ -214,6 +214,7 @@ class GramState:
     effects: centring.GlobalEffects | None = None  # the published centring (``centre``), once known
     phase: int = 0  # centring rounds done
     centre_sums: list = field(default_factory=list)  # the centring rounds' noisy sums
+    sums: GramSum | None = None  # this round's Σ A_iᵀA_i while its batches come in (``gram`` once the round ends)
 
 
 @dataclass
@@ -352,8 +353,8 @@ class GramCompletion(Mechanism):
             run_bytes = self.iterations * (300.0 + 45.0 * n * n + 16.0 * users * n)
         else:  # Oja's products and iterates, kept for the attack
             run_bytes = 14000.0 + self.iterations * (96.0 * self.oja_steps * n + 24.0 * users * n)
-        gram = users * n * n / 50 if world.ratings_per_user >= DENSE_FROM_ENTRIES else rows * n / 4
-        return RoundCost(operations=gram + users * n * (self.iterations + 1) + 120.0 * n * n,
+        gram_ops = users * n * n / 50 if world.ratings_per_user >= DENSE_FROM_ENTRIES else rows * n / 4
+        return RoundCost(operations=gram_ops + users * n * (self.iterations + 1) + 120.0 * n * n,
                          state_bytes=8.0 * n * n * (4 + self.rounds / 2),
                          user_bytes=8.0 * (2 * self.rounds + 3), run_bytes=run_bytes)
 
@@ -391,6 +392,8 @@ class GramCompletion(Mechanism):
 
     def end_round(self, state: GramState, rng: np.random.Generator) -> GramState:
         if state.phase >= self.centring_rounds:
+            if state.sums is not None:  # (a zero matrix plus the sum: the same bits as summing into it)
+                state.gram, state.sums = state.gram + state.sums.total(), None
             return self._end_round(state, rng)
         sigma = self.centre_sigma if self.noise.spent > 0 else 0.0
         if len(state.centre_sums) == state.phase:
@@ -405,7 +408,9 @@ class GramCompletion(Mechanism):
     def _aggregate(self, state: GramState, messages: sparse.csr_array) -> GramState:
         if state.basis.shape[0] == 0:
             state.n_users += messages.shape[0]
-        state.gram += gram(messages)
+        if state.sums is None:
+            state.sums = GramSum(state.world.n_items)
+        state.sums.add(messages)
         return state
 
     def _targets(self, users: UserBatch, effects: centring.GlobalEffects | None) -> sparse.csr_array:

@@ -349,3 +349,25 @@ def test_noiseless_frank_wolfe_matches_a_dense_reimplementation(row_bound):
                                      0.8 * np.sqrt(300 * 12), fw.eigen_shift(12))
     np.testing.assert_allclose(completed, expected, atol=1e-9)
     assert np.abs(expected).max() > 0.25 and fw.eigen_shift(12) > 0.5  # not two zero matrices; the shift is taken
+
+
+def test_a_rounds_gram_sum_is_the_batches_grams_added_in_turn_bit_for_bit(monkeypatch):
+    """``GramSum`` (upper triangles summed, mirrored once) against adding each batch's ``gram`` in turn: dense-path
+    batches of several blocks, then a sparse-path batch, then dense ones again; and numpy's product to 1e-12."""
+    monkeypatch.setattr(gram_sums, "DENSE_CHUNK", 50 * 64)
+    rng = np.random.default_rng(4)
+
+    def batch(users, per_row):
+        items = np.argsort(rng.random((users, 50)), axis=1)[:, :per_row]
+        return sparse.csr_array((rng.normal(size=items.size), items.ravel(), np.arange(users + 1) * per_row),
+                                shape=(users, 50))
+
+    for kinds in ([40, 40, 40], [40, 3, 40, 40], [3, 3]):
+        batches = [batch(150, per_row) for per_row in kinds]
+        total, sums = np.zeros((50, 50)), gram_sums.GramSum(50)
+        for rows in batches:
+            total += gram_sums.gram(rows)
+            sums.add(rows)
+        np.testing.assert_array_equal(sums.total(), total)
+        dense = np.vstack([rows.toarray() for rows in batches])
+        np.testing.assert_allclose(sums.total(), dense.T @ dense, rtol=1e-12, atol=1e-12)
