@@ -2,15 +2,16 @@
 
 Run with ``python benchmarks/dask_vs_processes.py [--trials N] [--workers W] [--out DIR]`` (or ``./dev bench
 dask_vs_processes``). The audit is the shipped ``continual-naive`` (full runs of the continual-release
-protocol, blocks of 250 runs) at ``--trials`` runs a world (default 60,000: about 10 minutes of wall time on 2
-cores); it runs once with ``--executor processes --workers W`` and once with ``--executor dask --workers W`` (a
-``LocalCluster`` of W workers x 1 thread), each as ``/usr/bin/time -v recaudit run ...``, both while this script
-holds ``/tmp/recaudit-bench.lock`` (taken once for the pair, so that no other timed run of the machine's users
-comes between them). ``--order dask,processes`` runs Dask first. The table gives each run's wall time, CPU
-seconds (user + system, workers included), the report's ``timing.total_seconds``, the load average before and
-after, the CPU the machine's other processes used meanwhile (in cores: from ``/proc/stat``'s busy time less the
-run's own CPU; on 2 cores what they take the run has not), and the ratio of wall times; the reports must be
-identical apart from ``timing`` (exit 1 otherwise).
+protocol, blocks of 250 runs) at ``--trials`` runs a world (default 60,000: 4-6 minutes of wall time on 2
+quiet cores, about 10 on loaded ones); it runs once with ``--executor processes --workers W`` and once with
+``--executor dask --workers W`` (a ``LocalCluster`` of W workers x 1 thread), each as ``/usr/bin/time -v
+recaudit run ...``, both while this script holds ``/tmp/recaudit-bench.lock`` (taken once for the pair, so
+that no other timed run of the machine's users comes between them). ``--order dask,processes`` runs Dask
+first. The table gives each run's wall time, CPU seconds (user + system, workers included), the report's
+``timing.total_seconds``, the load average before and after, the CPU the machine's other processes used
+meanwhile (in cores: from ``/proc/stat``'s busy time less the run's own CPU; on 2 cores what they take the
+run has not), and the ratio of wall times; the reports must be identical apart from ``timing`` (exit 1
+otherwise).
 """
 from __future__ import annotations
 
