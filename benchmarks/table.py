@@ -55,14 +55,22 @@ def timed(function, *args) -> tuple[object, float, float]:
     return result, cpu() - c, time.perf_counter() - w
 
 
+#: a pause before each alternating timing: OpenMP's and BLAS's idle threads spin for a while after the work they
+#: did (on an idle core: measured 0.08 s of CPU after the learned audit), which the next timing's process CPU would
+#: count (the learned row's sampling read 0.194 s of CPU in 0.116 s of wall on a quiet machine)
+SETTLE_SECONDS = 0.5
+
+
 def alternating(case, baseline, repeats: int) -> tuple[object, list, list]:
     """timeit's practice for a small, noisy baseline: ``case(i)`` and ``baseline(i)`` timed ``repeats`` times each,
     alternating, the case first; (the case's first result, its (CPU, wall) timings, the baseline's)."""
     results, cases, bases = [], [], []
     for repeat in range(repeats):
+        time.sleep(SETTLE_SECONDS)
         result, *case_times = timed(case, repeat)
         results.append(result)
         cases.append(tuple(case_times))
+        time.sleep(SETTLE_SECONDS)
         bases.append(tuple(timed(baseline, repeat)[1:]))
     return results[0], cases, bases
 
