@@ -104,10 +104,11 @@ class DaskExecutor(Executor):
         return capped(2 * max(1, self.threads), self.cap)
 
     def share(self, value):
-        """``value`` on every worker, once: a future tasks may take as an argument in its place."""
+        """``value`` on every worker, once: a future tasks may take as an argument in its place (one future for
+        the whole value: ``scatter`` alone would split a list, tuple or dict into a future per element)."""
         key = id(value)
         if key not in self._shared:
-            self._shared[key] = (value, self.client.scatter(value, broadcast=True, hash=False))
+            self._shared[key] = (value, self.client.scatter([value], broadcast=True, hash=False)[0])
         return self._shared[key][1]
 
     def submit(self, fn, /, *args, **kwargs) -> Future:

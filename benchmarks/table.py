@@ -79,6 +79,16 @@ def spread(times: list) -> str:
     return ", ".join(f"{c:.3f}" for c, _ in times)
 
 
+def _scratch(prefix: str) -> Path:
+    """A new folder under the temporary directory for a row's runs, removed when the row's process exits."""
+    import atexit
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def _run_cli(data: dict, folder: Path) -> dict:
     import yaml
 
@@ -111,7 +121,7 @@ def row_ldp(scale: float, repeats: int = 5) -> dict:
     trials = int(10_000_000 * scale)
     data = ldp_scenario()
     p = 1.0 / (1.0 + np.exp(-1.0))
-    folder = Path(tempfile.mkdtemp(prefix="recaudit-bench-ldp-"))
+    folder = _scratch("recaudit-bench-ldp-")
     small = data | {"audit": data["audit"] | {"trials": max(trials // 100, 1000)}}
     big = data | {"audit": data["audit"] | {"trials": trials}}
     _run_cli(small, folder / "warm")  # imports and caches once, so every timed run pays the same
@@ -177,7 +187,7 @@ def row_completion(scale: float) -> dict:
     data["seed"] = 1
     data["population"].update(n_users=users, n_items=400, ratings_per_user=80)
     data["audit"]["trials"] = canaries
-    report, case, wall = timed(_run_cli, data, Path(tempfile.mkdtemp(prefix="recaudit-bench-fw-")))
+    report, case, wall = timed(_run_cli, data, _scratch("recaudit-bench-fw-"))
     return {"measure": f"private FW, {users:,} users x 400 items, <= 80 ratings each, T = 10, {canaries:,}-canary "
                        "one-run audit vs one sparse Aᵀ(Av)", "goal": "<= 250x, peak <= 1.5 GB",
             "baseline_cpu": base, "case_cpu": case, "ratio": case / base, "wall": wall, "baseline_wall": base_wall,
@@ -238,7 +248,7 @@ def row_trainer(scale: float, repeats: int = 3) -> dict:
         with threadpool_limits(1, "blas"):  # as the audit runs (recaudit.audits.executors.one_blas_thread)
             return als.fit(ratings, np.random.default_rng(repeat))
 
-    folder = Path(tempfile.mkdtemp(prefix="recaudit-bench-trainer-"))
+    folder = _scratch("recaudit-bench-trainer-")
     report, cases, bases = alternating(lambda repeat: _run_cli(data, folder / str(repeat)), baseline, repeats)
     (base, base_wall), (case, wall) = min(bases), min(cases)
     t = report["trainer"]
@@ -259,7 +269,7 @@ def row_tight_fw(scale: float) -> dict:
 
     data = yaml.safe_load((ROOT / "scenarios" / "tight-private-frank-wolfe.yaml").read_text())
     data["audit"]["trials"] = max(int(data["audit"]["trials"] * scale), 2 * data["audit"]["block_size"])
-    report, case, wall = timed(_run_cli, data, Path(tempfile.mkdtemp(prefix="recaudit-bench-tight-")))
+    report, case, wall = timed(_run_cli, data, _scratch("recaudit-bench-tight-"))
     audit = report["audit"]
     return {"measure": f"recaudit run tight-private-frank-wolfe ({data['audit']['trials']:,} batched runs per "
                        "world, processes executor), CPU seconds", "goal": "<= 300 CPU-s", "baseline_cpu": 300.0,

@@ -201,6 +201,22 @@ def test_tasks_in_flight_follow_the_cluster_s_threads(cluster):
     assert in_flight == 3 and running == 3
 
 
+def _described(value) -> tuple[str, int]:
+    return type(value).__name__, len(value)
+
+
+@pytest.mark.parametrize("value", [{}, {"a": 1, "b": [2, 3]}, [], [1, 2, 3], (4, 5)])
+def test_a_shared_container_reaches_tasks_whole(cluster, value):
+    """``share`` gives one future for the whole value: a dict, list or tuple was scattered element by element (an
+    empty dict crashed ``scatter``)."""
+    from recaudit.audits.executors import open_executor
+
+    with open_executor("dask", address=cluster.scheduler_address) as executor:
+        shared = executor.share(value)
+        assert executor.submit(_described, shared).result(timeout=60) == (type(value).__name__, len(value))
+        assert executor.share(value) is shared
+
+
 def _tick_ms(dask_worker=None, dask_scheduler=None) -> float:
     return (dask_worker or dask_scheduler).periodic_callbacks["tick"].callback_time
 
