@@ -7,6 +7,7 @@ wrongly flagged with probability ≤ ALPHA per test below (the bounds are
 valid at 1 − α); the broken twins and the negative control leak by orders
 of magnitude more than the claim, so their verdicts have a large margin.
 """
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -260,13 +261,23 @@ def test_a_panel_must_match_the_mechanisms_iterations(tmp_path):
         load_scenario(tmp_path / "bad.yaml")
 
 
+def _clip_observed(rows, mask, row_bound):
+    """Π_{L,Ω}: each row scaled so its observed entries have norm ≤ L."""
+    norms = np.linalg.norm(np.where(mask, rows, 0.0), axis=1)
+    return rows * np.minimum(1.0, row_bound / np.maximum(norms, 1e-300))[:, None]
+
+
+def _completed_rows(transcript, users: int) -> np.ndarray:
+    """The users' completed rows, in the order of the panel's rows."""
+    position = np.empty(users, int)
+    position[transcript.user_cluster[transcript.output_user]] = np.arange(users)
+    return transcript.outputs.dense()[position]
+
+
 def reference_projected_gradient(y_star, mask, row_bound, iterations, step_size, rank):
     """Private PGD with σ = 0, dense, from Jain et al. (written for this test): Y⁰ = 0;
     A = P_Ω(Y − Y*); V = top-``rank`` eigenvectors of AᵀA; Y ← Π_{L,Ω}((Y − ηA) VᵀV)."""
-    def clip(rows):  # Π_{L,Ω}: each row scaled so its observed entries have norm ≤ L
-        norms = np.linalg.norm(np.where(mask, rows, 0.0), axis=1)
-        return rows * np.minimum(1.0, row_bound / np.maximum(norms, 1e-300))[:, None]
-
+    clip = functools.partial(_clip_observed, mask=mask, row_bound=row_bound)
     target = clip(np.where(mask, y_star, 0.0))
     y = np.zeros_like(target)
     for _ in range(iterations):
@@ -288,9 +299,7 @@ def test_noiseless_projected_gradient_matches_a_dense_reimplementation(row_bound
     pgd = PrivateProjectedGradient(epsilon=1.0, iterations=iterations, row_bound=row_bound, rank=rank)
     pgd.noise = dataclasses.replace(pgd.noise, spent_sigma=0.0)
     transcript = panel_run(pgd, rows)
-    position = np.empty(300, int)
-    position[transcript.user_cluster[transcript.output_user]] = np.arange(300)
-    completed = transcript.outputs.dense()[position]
+    completed = _completed_rows(transcript, 300)
     mask = rows.ratings.toarray() != 0
     expected = reference_projected_gradient(np.where(mask, rows.ratings.toarray(), 0.0), mask, row_bound,
                                             iterations, pgd.step_size, rank)
@@ -315,10 +324,7 @@ def reference_frank_wolfe(y_star, mask, row_bound, iterations, nuclear_bound, sh
     """Private FW with σ = 0, dense, from Jain et al.'s Algorithm 1 (written for this test): Y⁰ = 0; each round
     A = P_Ω(Y − Y*) of the clipped targets, (λ, v) the top eigenpair of AᵀA (largest entry of v positive),
     u = Av / (√λ + shift), Y ← Π_{L,Ω}((1 − 1/T) Y − (k/T) u vᵀ)."""
-    def clip(rows):
-        norms = np.linalg.norm(np.where(mask, rows, 0.0), axis=1)
-        return rows * np.minimum(1.0, row_bound / np.maximum(norms, 1e-300))[:, None]
-
+    clip = functools.partial(_clip_observed, mask=mask, row_bound=row_bound)
     target = clip(np.where(mask, y_star, 0.0))
     y = np.zeros_like(target)
     for _ in range(iterations):
@@ -341,9 +347,7 @@ def test_noiseless_frank_wolfe_matches_a_dense_reimplementation(row_bound):
     fw = PrivateFrankWolfe(epsilon=1.0, iterations=6, row_bound=row_bound, nuclear_scale=0.8, shift_scale=0.05)
     fw.noise = dataclasses.replace(fw.noise, spent_sigma=0.0)
     transcript = panel_run(fw, rows)
-    position = np.empty(300, int)
-    position[transcript.user_cluster[transcript.output_user]] = np.arange(300)
-    completed = transcript.outputs.dense()[position]
+    completed = _completed_rows(transcript, 300)
     mask = rows.ratings.toarray() != 0
     expected = reference_frank_wolfe(np.where(mask, rows.ratings.toarray(), 0.0), mask, row_bound, 6,
                                      0.8 * np.sqrt(300 * 12), fw.eigen_shift(12))
